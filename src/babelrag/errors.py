@@ -1,0 +1,45 @@
+"""Errors a user can act on: each says where (file, line, field or KB) and what to do."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class BabelragError(Exception):
+    """Base class; the CLI prints the message and exits non-zero without a traceback."""
+
+
+class InputError(BabelragError):
+    """Bad input data, located to the file and line (and field when known)."""
+
+    def __init__(self, path: str | Path, line: int | None, message: str, field: str | None = None):
+        self.path, self.line, self.field = str(path), line, field
+        where = self.path + (f":{line}" if line is not None else "")
+        what = f"field '{field}': " if field else ""
+        super().__init__(f"{where}: {what}{message}")
+
+
+class KBNotFound(BabelragError):
+    def __init__(self, kb: str, store: str, known: list[str]):
+        hint = f" Known KBs: {', '.join(known)}." if known else " The store holds no KB yet."
+        super().__init__(f"knowledge base '{kb}' not found in store {store}.{hint} "
+                         f"Create it with `babelrag index SOURCE --kb {kb}`.")
+
+
+class StoreError(BabelragError):
+    """The store can't be opened or reached."""
+
+
+class IndexMismatch(BabelragError):
+    """The index was built with other versions or models than this install would query it with."""
+
+    def __init__(self, kb: str, differences: list[tuple[str, object, object]]):
+        self.differences = differences
+        lines = "\n".join(f"  - {name}: index has {built!r}, this install has {now!r}"
+                          for name, built, now in differences)
+        super().__init__(f"knowledge base '{kb}' was built with different components:\n{lines}\n"
+                         f"Rebuild it (`babelrag index ... --kb {kb} --rebuild`) or install the "
+                         f"versions it was built with.")
+
+
+class ConfigError(BabelragError):
+    """An invalid or contradictory configuration (a field name is always in the message)."""

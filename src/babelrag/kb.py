@@ -1,0 +1,115 @@
+"""A knowledge base: a store collection plus the manifest and embedder that built it.
+
+Opening checks the manifest against this install (refusing a mismatch) and rebuilds the
+embedder from the manifest's spec, so a query can never be embedded by another model.
+"""
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from babelrag.errors import IndexMismatch
+from babelrag.models.embed import Embedder, build_embedder
+from babelrag.models.embed_cache import CachedEmbedder
+from babelrag.paths import cache_dir, default_store
+from babelrag.store import manifest as manifests
+from babelrag.store.base import Collection, Store, open_store
+from babelrag.store.schema import GLOBAL, CollectionSpec, Match, Where
+
+
+def embedder_for(spec: dict[str, Any] | str) -> Embedder:
+    """Process-wide embedders, behind the persistent cache unless ``BABELRAG_EMBED_CACHE=0``."""
+    return _embedder(tuple(sorted(({"name": spec} if isinstance(spec, str) else spec).items())))
+
+
+@cache
+def _embedder(spec: tuple[tuple[str, Any], ...]) -> Embedder:
+    inner = build_embedder(dict(spec))
+    if os.environ.get("BABELRAG_EMBED_CACHE", "1") == "0":
+        return inner
+    return CachedEmbedder(inner, cache_dir() / "embeddings.sqlite")
+
+
+class KnowledgeBase:
+    def __init__(self, name: str, store: Store, collection: Collection, manifest: dict[str, Any],
+                 embedder: Embedder):
+        self.name, self.store, self.collection, self.manifest, self.embedder = \
+            name, store, collection, manifest, embedder
+        self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    def query_vector(self, text: str) -> np.ndarray:
+        """Query embeddings, remembered: retrieval and dense re-scoring of one path share one."""
+        vector = self._query_vectors.get(text)
+        if vector is None:
+            vector = self.embedder.embed([text], "query")[0]
+            self._query_vectors[text] = vector
+            if len(self._query_vectors) > 4096:
+                self._query_vectors.popitem(last=False)
+        return vector
+
+    def forget_query_vectors(self) -> None:
+        """Drop remembered query vectors (latency benchmarks measure cold queries)."""
+        self._query_vectors.clear()
+
+    @classmethod
+    def open(cls, name: str, store: Store | str | None = None) -> KnowledgeBase:
+        store = resolve_store(store)
+        collection = store.open(name)
+        try:
+            manifest = collection.read_manifest()
+            embedder = embedder_for(manifest["embedder"]["spec"])
+            current = manifests.components(embedder.fingerprint(), manifests.engine_of(store.location))
+            found = manifests.differences(manifest, current)
+            if found:
+                raise IndexMismatch(name, found)
+        except BaseException:
+            collection.close()
+            raise
+        return cls(name, store, collection, manifest, embedder)
+
+    @classmethod
+    def create(cls, name: str, store: Store | str | None, embedder: Embedder, *, avgdl: float,
+               chunking: dict[str, Any], detect_languages: list[str],
+               spec: CollectionSpec | None = None) -> KnowledgeBase:
+        from babelrag.retrieve.bm25 import B, K1
+
+        store = resolve_store(store)
+        spec = spec or CollectionSpec(dim=embedder.dim)
+        manifest = manifests.new_manifest(
+            name, embedder_spec=embedder.spec(), embedder_fingerprint=embedder.fingerprint(), dim=embedder.dim,
+            engine=manifests.engine_of(store.location),
+            collection={"hnsw_m": spec.hnsw_m, "hnsw_ef_construct": spec.hnsw_ef_construct,
+                        "full_scan_threshold_kb": spec.full_scan_threshold_kb, "hnsw_ef": spec.hnsw_ef},
+            bm25={"k1": K1, "b": B, "avgdl": avgdl}, chunking=chunking, detect_languages=detect_languages)
+        return cls(name, store, store.create(name, spec, manifest), manifest, embedder)
+
+    def refresh_manifest(self, **updates: Any) -> None:
+        """Recount passages, documents and the language mix per country and scope (the KB-language sets)."""
+        collection = self.collection
+        languages: dict[str, Any] = {"all": collection.facet("lang"),
+                                     "global": collection.facet("lang", Where(must=(Match("scope", (GLOBAL,)),))),
+                                     "countries": {}}
+        for country in collection.facet("country"):
+            languages["countries"][country] = collection.facet("lang", Where(must=(Match("country", (country,)),)))
+        self.manifest.update(updates, passages=collection.count(), documents=collection.count(Where(must=(Match("chunk", (0,)),))),
+                             languages=languages, updated_at=manifests.now())
+        collection.write_manifest(self.manifest)
+
+    def close(self) -> None:
+        self.collection.close()
+
+    def __enter__(self) -> KnowledgeBase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def resolve_store(store: Store | str | None) -> Store:
+    if store is None or isinstance(store, str):
+        return open_store(store or default_store())
+    return store

@@ -1,0 +1,1 @@
+"""Languages: identification, per-language analysis for keyword search, language metadata."""

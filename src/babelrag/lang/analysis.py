@@ -1,0 +1,83 @@
+"""Per-language analysis for keyword search: the terms BM25 sees.
+
+The engine never tokenizes: it receives our terms (as sparse vectors), so CJK and Thai are
+segmented by real segmenters and every other script keeps its combining marks inside words.
+"""
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Callable
+from functools import cache
+from importlib.metadata import version
+
+import regex
+import Stemmer
+
+from babelrag.lang import segmenters
+from babelrag.lang.languages import SNOWBALL
+
+# Bump when the term recipe changes: indexes built under another scheme are refused.
+ANALYZER_SCHEME = 1
+
+_WORD = regex.compile(r"[\p{L}\p{M}\p{N}]+")
+# Scripts written without spaces; a run of them outside its own language is cut into bigrams.
+_UNSPACED = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}]")
+_THAI = regex.compile(r"\p{Thai}")
+_GRAPHEME = regex.compile(r"\X")
+
+
+# NFKC decomposes Thai SARA AM (ำ) and Lao AM (ຳ) into NIKHAHIT + AA, which splits dictionary
+# words (น้ำแข็ง → น้ํา + แข็ง); put them back together.
+_AM_PAIRS = (("\u0e4d\u0e32", "\u0e33"), ("\u0ecd\u0eb2", "\u0eb3"))
+
+
+def normalize(text: str) -> str:
+    """NFKC folds width and compatibility forms (Ｔｏｋｙｏ → Tokyo); casefold handles ß, Σ and friends."""
+    text = unicodedata.normalize("NFKC", text).casefold()
+    for decomposed, composed in _AM_PAIRS:
+        text = text.replace(decomposed, composed)
+    return text
+
+
+@cache
+def _stemmer(lang: str) -> Callable[[list[str]], list[str]] | None:
+    algorithm = SNOWBALL.get(lang)
+    return Stemmer.Stemmer(algorithm).stemWords if algorithm else None
+
+
+def _bigrams(run: str) -> list[str]:
+    """Grapheme bigrams (marks stay on their base): the standard fallback for unsegmented scripts."""
+    graphemes = _GRAPHEME.findall(run)
+    if len(graphemes) < 2:
+        return graphemes
+    return [a + b for a, b in zip(graphemes, graphemes[1:])]
+
+
+def _words(text: str, lang: str | None) -> list[str]:
+    stem = _stemmer(lang) if lang else None
+    out: list[str] = []
+    plain: list[str] = []
+    for run in _WORD.findall(text):
+        if _THAI.search(run):
+            out.extend(segmenters.thai(run))
+        elif _UNSPACED.search(run):
+            out.extend(_bigrams(run))
+        else:
+            plain.append(run)
+    out.extend(stem(plain) if stem else plain)
+    return out
+
+
+def tokens(text: str, lang: str | None) -> list[str]:
+    """The terms of ``text`` read as language ``lang`` (None or unknown: script-based fallback)."""
+    text = normalize(text)
+    segment = segmenters.SEGMENTERS.get(lang or "")
+    if segment is not None:
+        return segment(text)
+    return _words(text, lang)
+
+
+def versions() -> dict[str, str]:
+    """What shapes the terms; recorded in every index manifest and checked when it is opened."""
+    return {"scheme": str(ANALYZER_SCHEME), "PyStemmer": version("PyStemmer"),
+            "regex": version("regex"), **segmenters.versions()}

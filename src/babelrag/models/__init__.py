@@ -1,0 +1,1 @@
+"""Pluggable models behind small protocols: embedders and rerankers (LLMs and translators later)."""

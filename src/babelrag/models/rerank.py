@@ -1,0 +1,143 @@
+"""Rerankers: re-score candidates against one query text, on one fixed scale.
+
+No cross-encoder ships its weights offline (MODELS.md), so the default ``dense`` re-scores
+with the KB's own embedder (cosine; the same scale on every path, which keeps max-merge and
+thresholds meaningful). ``cross-encoder:PATH`` loads a sentence-transformers or ONNX
+cross-encoder from a local directory; ``none`` skips the stage.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from babelrag.errors import ConfigError
+from babelrag.models.embed import Embedder
+from babelrag.types import Hit
+
+
+class Reranker(Protocol):
+    name: str
+    needs_vectors: bool
+
+    def score(self, query: str, hits: Sequence[Hit]) -> list[float]: ...
+
+
+class DenseReranker:
+    """Cosine between the query and each candidate, using stored passage vectors when present."""
+
+    name = "dense"
+    needs_vectors = True
+
+    def __init__(self, embedder: Embedder, query_vector: Callable[[str], np.ndarray] | None = None):
+        self.embedder = embedder
+        self._query_vector = query_vector or (lambda text: embedder.embed([text], "query")[0])
+
+    def score(self, query: str, hits: Sequence[Hit]) -> list[float]:
+        if not hits:
+            return []
+        query_vector = self._query_vector(query)
+        missing = [i for i, h in enumerate(hits) if h.vector is None]
+        vectors = [h.vector for h in hits]
+        if missing:
+            fresh = self.embedder.embed([hits[i].passage.text for i in missing], "passage")
+            for j, i in enumerate(missing):
+                vectors[i] = fresh[j]
+        return [float(s) for s in np.vstack(vectors) @ query_vector]
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+class CrossEncoderReranker:
+    """A cross-encoder from a local directory: ONNX (``model.onnx`` + ``tokenizer.json``) or
+    sentence-transformers/transformers weights. Scores are probabilities in [0, 1]."""
+
+    needs_vectors = False
+
+    def __init__(self, path: str, max_length: int = 512, batch_size: int = 16):
+        self.path = Path(path).expanduser()
+        if not self.path.is_dir():
+            raise ConfigError(f"rerank: cross-encoder path {self.path} is not a directory")
+        self.name = f"cross-encoder:{self.path.name}"
+        self.max_length, self.batch_size = max_length, batch_size
+        onnx_files = sorted(self.path.glob("*.onnx")) + sorted(self.path.glob("onnx/*.onnx"))
+        self._predict = self._load_onnx(onnx_files[0]) if onnx_files else self._load_transformers()
+
+    def _load_onnx(self, model_file: Path):  # noqa: ANN202 - returns a closure
+        try:
+            import onnxruntime
+            from tokenizers import Tokenizer
+        except ImportError as error:
+            raise ConfigError("rerank: ONNX cross-encoders need `pip install babelrag[cross-encoder]`") from error
+        tokenizer_file = self.path / "tokenizer.json"
+        if not tokenizer_file.is_file():
+            raise ConfigError(f"rerank: {self.path} has {model_file.name} but no tokenizer.json")
+        tokenizer = Tokenizer.from_file(str(tokenizer_file))
+        tokenizer.enable_truncation(self.max_length)
+        tokenizer.enable_padding()
+        session = onnxruntime.InferenceSession(str(model_file), providers=["CPUExecutionProvider"])
+        wanted = {i.name for i in session.get_inputs()}
+
+        def predict(pairs: list[tuple[str, str]]) -> np.ndarray:
+            encodings = tokenizer.encode_batch(pairs)
+            feeds = {"input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
+                     "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
+                     "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64)}
+            logits = session.run(None, {k: v for k, v in feeds.items() if k in wanted})[0]
+            return self._probabilities(np.asarray(logits, dtype=np.float64))
+
+        return predict
+
+    def _load_transformers(self):  # noqa: ANN202
+        if not (self.path / "config.json").is_file():
+            raise ConfigError(f"rerank: {self.path} holds neither an .onnx model nor a config.json")
+        try:
+            import torch
+            from transformers import AutoModelForSequenceClassification, AutoTokenizer
+        except ImportError as error:
+            raise ConfigError("rerank: cross-encoders need `pip install babelrag[cross-encoder]`") from error
+        labels = json.loads((self.path / "config.json").read_text()).get("num_labels")
+        tokenizer = AutoTokenizer.from_pretrained(self.path, local_files_only=True)
+        model = AutoModelForSequenceClassification.from_pretrained(
+            self.path, local_files_only=True, **({"num_labels": labels} if labels else {}))
+        model.eval()
+
+        def predict(pairs: list[tuple[str, str]]) -> np.ndarray:
+            batch = tokenizer([q for q, _ in pairs], [p for _, p in pairs], padding=True, truncation=True,
+                              max_length=self.max_length, return_tensors="pt")
+            with torch.inference_mode():
+                logits = model(**batch).logits.float().numpy()
+            return self._probabilities(logits.astype(np.float64))
+
+        return predict
+
+    @staticmethod
+    def _probabilities(logits: np.ndarray) -> np.ndarray:
+        if logits.ndim == 1 or logits.shape[1] == 1:
+            return _sigmoid(logits.reshape(-1))
+        exp = np.exp(logits - logits.max(axis=1, keepdims=True))
+        return (exp / exp.sum(axis=1, keepdims=True))[:, -1]
+
+    def score(self, query: str, hits: Sequence[Hit]) -> list[float]:
+        pairs = [(query, h.passage.text) for h in hits]
+        scores: list[float] = []
+        for start in range(0, len(pairs), self.batch_size):
+            scores.extend(float(s) for s in self._predict(pairs[start:start + self.batch_size]))
+        return scores
+
+
+def build_reranker(name: str, embedder: Embedder,
+                   query_vector: Callable[[str], np.ndarray] | None = None) -> Reranker | None:
+    """``query_vector`` lets the dense reranker reuse the vector retrieval already computed."""
+    if name == "none":
+        return None
+    if name == "dense":
+        return DenseReranker(embedder, query_vector)
+    if name.startswith("cross-encoder:"):
+        return CrossEncoderReranker(name.split(":", 1)[1])
+    raise ConfigError(f"rerank: unknown reranker '{name}' (none, dense, cross-encoder:PATH)")

@@ -1,0 +1,40 @@
+"""BM25 as sparse vectors: we weight term frequencies, the engine supplies IDF (``Modifier.Idf``).
+
+Document value = tf·(k1+1) / (tf + k1·(1 − b + b·|d|/avgdl)); query value = 1 per distinct term.
+The engine multiplies by its own IDF, ln(1 + (N − n + 0.5)/(n + 0.5)), at query time, so IDF
+stays right as the KB grows. avgdl is fixed when the KB is created (recorded in the manifest),
+as in every sparse-vector BM25: changing it later would silently re-weight old documents.
+"""
+from __future__ import annotations
+
+import zlib
+from collections import Counter
+from collections.abc import Sequence
+
+from babelrag.store.schema import SparseTerms
+
+K1 = 1.2
+B = 0.75
+
+
+def term_id(term: str) -> int:
+    """A stable 32-bit id per term (no vocabulary to store or share between adapters)."""
+    return zlib.crc32(term.encode("utf-8"))
+
+
+def _merge(weights: dict[int, float]) -> SparseTerms:
+    ordered = sorted(weights.items())
+    return SparseTerms(tuple(i for i, _ in ordered), tuple(v for _, v in ordered))
+
+
+def document_vector(terms: Sequence[str], avgdl: float, k1: float = K1, b: float = B) -> SparseTerms:
+    length_norm = k1 * (1 - b + b * len(terms) / max(avgdl, 1.0))
+    weights: dict[int, float] = {}
+    for term, tf in Counter(terms).items():
+        key = term_id(term)  # a hash collision adds both terms' weights, like a shared term
+        weights[key] = weights.get(key, 0.0) + tf * (k1 + 1) / (tf + length_norm)
+    return _merge(weights)
+
+
+def query_vector(terms: Sequence[str]) -> SparseTerms:
+    return _merge({term_id(t): 1.0 for t in terms})

@@ -1,0 +1,57 @@
+"""One path: run its arms (dense, BM25) in one engine call, fuse, then rerank against its own text."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from babelrag.config import SearchConfig
+from babelrag.kb import KnowledgeBase
+from babelrag.lang import analysis
+from babelrag.models.rerank import Reranker
+from babelrag.retrieve import bm25
+from babelrag.retrieve.fusion import fuse
+from babelrag.store.schema import DENSE, SPARSE, ArmQuery, Scored, where_for
+from babelrag.types import Hit, Ranking, SearchRequest, Trace
+
+TRACE_HITS = 50
+
+
+def _ranking(label: str, scorer: str, scored: Sequence[Scored]) -> Ranking:
+    return Ranking(label, scorer, tuple(Hit(s.passage, s.score, label, s.vector) for s in scored))
+
+
+def retrieve(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, trace: Trace,
+             with_vectors: bool = False) -> Ranking:
+    """Candidates for one request: each arm's top ``candidates``, fused when hybrid."""
+    arms: list[ArmQuery] = []
+    with trace.step("analyze", request.label, mode=config.mode) as record:
+        if config.mode in ("vector", "hybrid"):
+            arms.append(ArmQuery(DENSE, dense=kb.query_vector(request.text)))
+        if config.mode in ("keyword", "hybrid"):
+            terms = analysis.tokens(request.text, request.lang)
+            record["terms"] = terms
+            if terms:
+                arms.append(ArmQuery(SPARSE, sparse=bm25.query_vector(terms)))
+    where = where_for(request.filter)
+    with trace.step("retrieve", request.label, filter=str(where) if where else None) as record:
+        results = kb.collection.query(arms, where, config.candidates, with_vectors=with_vectors) if arms else []
+        rankings = [_ranking(f"{request.label}/{arm.arm}", "cosine" if arm.arm == DENSE else "bm25", scored)
+                    for arm, scored in zip(arms, results)]
+        record["arms"] = [r.to_dict(TRACE_HITS) for r in rankings]
+    if len(rankings) < 2:
+        return replace(rankings[0], label=request.label) if rankings else Ranking(request.label, "none")
+    with trace.step("fuse", request.label, method=config.fusion) as record:
+        fused = fuse(rankings, config.fusion, request.label, config.rrf_k,
+                     weights=[1.0 if r.scorer == "cosine" else config.keyword_weight for r in rankings])
+        record["ranking"] = fused.to_dict(TRACE_HITS)
+    return fused
+
+
+def rerank(query: str, ranking: Ranking, reranker: Reranker, trace: Trace) -> Ranking:
+    with trace.step("rerank", ranking.label, reranker=reranker.name, candidates=len(ranking)) as record:
+        scores = reranker.score(query, ranking.hits)
+        order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+        reranked = Ranking(ranking.label, reranker.name,
+                           tuple(replace(ranking.hits[i], score=scores[i]) for i in order))
+        record["ranking"] = reranked.to_dict(TRACE_HITS)
+    return reranked

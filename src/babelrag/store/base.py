@@ -1,0 +1,63 @@
+"""The store protocol and the factory that picks an adapter from a location string.
+
+A location is a directory (embedded Qdrant Edge, the default), an ``http(s)://`` URL (a Qdrant
+server or cluster) or ``:memory:`` (qdrant-client local mode: conformance tests only).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from babelrag.store.schema import ArmQuery, CollectionSpec, Scored, StoredPoint, Where
+from babelrag.types import Passage
+
+
+class Collection(Protocol):
+    """One KB's points. Queries take several arms and run them in one engine call."""
+
+    name: str
+
+    def read_manifest(self) -> dict[str, Any]: ...
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None: ...
+
+    def upsert(self, points: Sequence[StoredPoint]) -> None: ...
+
+    def delete(self, where: Where) -> int: ...
+
+    def query(self, arms: Sequence[ArmQuery], where: Where | None, limit: int,
+              with_vectors: bool = False) -> list[list[Scored]]: ...
+
+    def scroll(self, where: Where | None = None, limit: int | None = None) -> list[Passage]: ...
+
+    def facet(self, key: str, where: Where | None = None) -> dict[str, int]: ...
+
+    def count(self, where: Where | None = None) -> int: ...
+
+    def optimize(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Store(Protocol):
+    location: str
+
+    def list(self) -> list[str]: ...
+
+    def exists(self, kb: str) -> bool: ...
+
+    def create(self, kb: str, spec: CollectionSpec, manifest: dict[str, Any]) -> Collection: ...
+
+    def open(self, kb: str) -> Collection: ...
+
+    def drop(self, kb: str) -> None: ...
+
+
+def open_store(location: str) -> Store:
+    if location == ":memory:" or location.startswith(("http://", "https://")):
+        from babelrag.store.remote import RemoteStore
+
+        return RemoteStore(location)
+    from babelrag.store.edge import EdgeStore
+
+    return EdgeStore(location)

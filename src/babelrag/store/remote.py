@@ -1,0 +1,155 @@
+"""A Qdrant server or cluster through qdrant-client, with the same schema and queries as Edge.
+
+The manifest lives in the collection's metadata, so the index and its provenance travel together.
+``:memory:`` is qdrant-client's local mode: the same client code a cluster uses, for tests.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from qdrant_client import QdrantClient
+from qdrant_client import models as qm
+
+from babelrag.errors import KBNotFound, StoreError
+from babelrag.types import Passage
+from babelrag.store.schema import (
+    DENSE, INTEGER_FIELDS, KEYWORD_FIELDS, SPARSE, ArmQuery, CollectionSpec, Match, Scored, StoredPoint,
+    Where, check_kb_name, passage_of, payload_of,
+)
+
+MANIFEST_KEY = "babelrag_manifest"
+
+
+def _match(condition: Match) -> qm.FieldCondition:
+    values = list(condition.values)
+    match = qm.MatchValue(value=values[0]) if len(values) == 1 else qm.MatchAny(any=values)
+    return qm.FieldCondition(key=condition.key, match=match)
+
+
+def _filter(where: Where | None) -> qm.Filter | None:
+    if where is None:
+        return None
+    must_not = [qm.HasIdCondition(has_id=list(where.must_not_ids))] if where.must_not_ids else None
+    return qm.Filter(must=[_match(m) for m in where.must] or None,
+                     should=[_match(m) for m in where.should] or None, must_not=must_not)
+
+
+def _query(arm: ArmQuery) -> Any:
+    if arm.arm == DENSE:
+        return [float(x) for x in arm.dense]
+    return qm.SparseVector(indices=list(arm.sparse.indices), values=list(arm.sparse.values))
+
+
+class RemoteCollection:
+    def __init__(self, name: str, client: QdrantClient, hnsw_ef: int):
+        self.name, self._client, self._hnsw_ef = name, client, hnsw_ef
+
+    def read_manifest(self) -> dict[str, Any]:
+        metadata = self._client.get_collection(self.name).config.metadata or {}
+        return dict(metadata[MANIFEST_KEY])
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        self._client.update_collection(self.name, metadata={MANIFEST_KEY: manifest})
+
+    def upsert(self, points: Sequence[StoredPoint]) -> None:
+        self._client.upsert(self.name, wait=True, points=[
+            qm.PointStruct(id=p.point_id, payload=payload_of(p.passage), vector={
+                DENSE: [float(x) for x in p.dense],
+                SPARSE: qm.SparseVector(indices=list(p.sparse.indices), values=list(p.sparse.values))})
+            for p in points])
+
+    def delete(self, where: Where) -> int:
+        before = self.count()
+        self._client.delete(self.name, points_selector=qm.FilterSelector(filter=_filter(where)), wait=True)
+        return before - self.count()
+
+    def query(self, arms: Sequence[ArmQuery], where: Where | None, limit: int,
+              with_vectors: bool = False) -> list[list[Scored]]:
+        flt = _filter(where)
+        requests = [qm.QueryRequest(query=_query(arm), using=arm.arm, limit=limit, filter=flt, with_payload=True,
+                                    with_vector=[DENSE] if with_vectors else False,
+                                    params=qm.SearchParams(hnsw_ef=self._hnsw_ef) if arm.arm == DENSE else None)
+                    for arm in arms]
+        responses = self._client.query_batch_points(self.name, requests)
+        return [[Scored(passage_of(p.payload), float(p.score),
+                        np.asarray(p.vector[DENSE], dtype=np.float32) if with_vectors and p.vector else None)
+                 for p in response.points] for response in responses]
+
+    def scroll(self, where: Where | None = None, limit: int | None = None) -> list[Passage]:
+        passages: list[Passage] = []
+        offset = None
+        while limit is None or len(passages) < limit:
+            page = 256 if limit is None else min(256, limit - len(passages))
+            records, offset = self._client.scroll(self.name, scroll_filter=_filter(where), limit=page,
+                                                  offset=offset, with_payload=True)
+            passages.extend(passage_of(r.payload) for r in records)
+            if offset is None:
+                break
+        return passages
+
+    def facet(self, key: str, where: Where | None = None) -> dict[str, int]:
+        response = self._client.facet(self.name, key=key, limit=10_000, exact=True, facet_filter=_filter(where))
+        return {str(hit.value): int(hit.count) for hit in response.hits if hit.count > 0}
+
+    def count(self, where: Where | None = None) -> int:
+        return int(self._client.count(self.name, count_filter=_filter(where), exact=True).count)
+
+    def optimize(self) -> None:
+        """The server optimises in the background; nothing to drive from here."""
+
+    def close(self) -> None:
+        """The client is shared by the store and closed with it."""
+
+
+class RemoteStore:
+    def __init__(self, location: str):
+        self.location = location
+        try:
+            if location == ":memory:":
+                self._client = QdrantClient(":memory:")
+            else:
+                self._client = QdrantClient(url=location, api_key=os.environ.get("QDRANT_API_KEY"), timeout=60)
+                self._client.get_collections()
+        except Exception as error:  # connection refused, TLS, auth: all mean "can't reach the store"
+            raise StoreError(f"cannot reach Qdrant at {location}: {error}") from error
+
+    def list(self) -> list[str]:
+        return sorted(c.name for c in self._client.get_collections().collections)
+
+    def exists(self, kb: str) -> bool:
+        return self._client.collection_exists(check_kb_name(kb))
+
+    def create(self, kb: str, spec: CollectionSpec, manifest: dict[str, Any]) -> RemoteCollection:
+        if self.exists(kb):
+            raise StoreError(f"knowledge base '{kb}' already exists at {self.location}")
+        self._client.create_collection(
+            kb, vectors_config={DENSE: qm.VectorParams(size=spec.dim, distance=qm.Distance.DOT)},
+            sparse_vectors_config={SPARSE: qm.SparseVectorParams(modifier=qm.Modifier.IDF)},
+            hnsw_config=qm.HnswConfigDiff(m=spec.hnsw_m, ef_construct=spec.hnsw_ef_construct,
+                                          full_scan_threshold=spec.full_scan_threshold_kb),
+            metadata={MANIFEST_KEY: manifest})
+        for field in KEYWORD_FIELDS:
+            self._client.create_payload_index(kb, field, qm.PayloadSchemaType.KEYWORD, wait=True)
+        for field in INTEGER_FIELDS:
+            self._client.create_payload_index(kb, field, qm.PayloadSchemaType.INTEGER, wait=True)
+        return RemoteCollection(kb, self._client, spec.hnsw_ef)
+
+    def open(self, kb: str) -> RemoteCollection:
+        if not self.exists(kb):
+            raise KBNotFound(kb, self.location, self.list())
+        collection = RemoteCollection(kb, self._client, 128)
+        try:
+            manifest = collection.read_manifest()
+        except KeyError as error:
+            raise StoreError(f"collection '{kb}' at {self.location} was not built by babelrag "
+                             f"(no manifest in its metadata)") from error
+        collection._hnsw_ef = int(manifest.get("collection", {}).get("hnsw_ef", 128))
+        return collection
+
+    def drop(self, kb: str) -> None:
+        if not self.exists(kb):
+            raise KBNotFound(kb, self.location, self.list())
+        self._client.delete_collection(kb)

@@ -1,0 +1,124 @@
+"""The one place that knows the collection and query shapes, in engine-neutral terms.
+
+Both adapters (embedded Qdrant Edge, Qdrant server via qdrant-client) translate exactly these
+values into their own classes, so a KB built on one behaves the same on the other.
+"""
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from babelrag.errors import ConfigError
+from babelrag.types import GLOBAL, Passage, PassageFilter
+
+DENSE = "dense"
+SPARSE = "bm25"
+KEYWORD_FIELDS = ("lang", "country", "scope", "doc_id", "record_id")
+INTEGER_FIELDS = ("chunk",)
+_ID_NAMESPACE = uuid.UUID("6f1b6a2e-8c3d-4e0a-9b1e-babe1a9000aa")
+_KB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+
+
+def check_kb_name(kb: str) -> str:
+    if not _KB_NAME.match(kb):
+        raise ConfigError(f"kb: '{kb}' is not a valid name (letters, digits, '_', '-', '.'; up to 63)")
+    return kb
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionSpec:
+    """Vectors and indexes of one KB. Small KBs are scanned exactly; HNSW takes over past the threshold."""
+
+    dim: int
+    hnsw_m: int = 16
+    hnsw_ef_construct: int = 100
+    full_scan_threshold_kb: int = 10_000
+    hnsw_ef: int = 128
+
+
+@dataclass(frozen=True, slots=True)
+class SparseTerms:
+    indices: tuple[int, ...]
+    values: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPoint:
+    passage: Passage
+    dense: np.ndarray
+    sparse: SparseTerms
+
+    @property
+    def point_id(self) -> str:
+        return point_id(self.passage.id)
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """``key`` equals one of ``values`` (one value → exact match, several → any-of)."""
+
+    key: str
+    values: tuple[str | int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Where:
+    """All of ``must``; at least one of ``should`` when given; none of ``must_not_ids``."""
+
+    must: tuple[Match, ...] = ()
+    should: tuple[Match, ...] = ()
+    must_not_ids: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True, slots=True)
+class ArmQuery:
+    arm: Literal["dense", "bm25"]
+    dense: np.ndarray | None = None
+    sparse: SparseTerms | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    passage: Passage
+    score: float
+    vector: np.ndarray | None = None
+
+
+def point_id(passage_id: str) -> str:
+    """Stable UUID per passage id, so re-indexing the same id replaces the point."""
+    return str(uuid.uuid5(_ID_NAMESPACE, passage_id))
+
+
+def where_for(flt: PassageFilter) -> Where | None:
+    """The question's country means that country *plus* passages that apply everywhere (SPEC §2.3)."""
+    if flt.is_empty():
+        return None
+    must = []
+    if flt.langs:
+        must.append(Match("lang", tuple(flt.langs)))
+    if flt.scope:
+        must.append(Match("scope", (flt.scope,)))
+    if flt.doc_ids:
+        must.append(Match("doc_id", tuple(flt.doc_ids)))
+    should = (Match("country", (flt.country,)), Match("scope", (GLOBAL,))) if flt.country else ()
+    return Where(must=tuple(must), should=should)
+
+
+def payload_of(passage: Passage) -> dict[str, Any]:
+    return {"text": passage.text, "doc_id": passage.doc_id, "lang": passage.lang, "title": passage.title,
+            "country": passage.country, "scope": passage.scope, "source": passage.source,
+            "record_id": passage.record_id, "chunk": passage.chunk, "passage_id": passage.id,
+            "lang_confidence": passage.lang_confidence, "metadata": dict(passage.metadata)}
+
+
+def passage_of(payload: Mapping[str, Any]) -> Passage:
+    return Passage(id=payload["passage_id"], text=payload["text"], doc_id=payload["doc_id"],
+                   lang=payload["lang"], title=payload.get("title") or "", country=payload.get("country"),
+                   scope=payload.get("scope") or "local", source=payload.get("source") or "",
+                   record_id=payload.get("record_id") or "", chunk=int(payload.get("chunk") or 0),
+                   lang_confidence=payload.get("lang_confidence"), metadata=payload.get("metadata") or {})

@@ -1,0 +1,183 @@
+"""The values that flow through every stage: question → requests → rankings → evidence, with a trace.
+
+They are plain frozen dataclasses so any stage, test or report can build and compare them
+without the engine; ``to_dict`` gives the JSON shape the trace files and the CLI print.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Literal
+
+import numpy as np
+
+Scope = Literal["global", "local"]
+GLOBAL = "global"
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    """What a user asked; ``lang`` is detected when not given, ``country`` drives the scope filter."""
+
+    text: str
+    lang: str | None = None
+    country: str | None = None
+    id: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """The retrieval unit (a chunk). ``doc_id`` is its page: every chunk and language version shares it."""
+
+    id: str
+    text: str
+    doc_id: str
+    lang: str
+    title: str = ""
+    country: str | None = None
+    scope: Scope = "local"
+    source: str = ""
+    record_id: str = ""
+    chunk: int = 0
+    lang_confidence: float | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class PassageFilter:
+    """Which passages a path may return. ``country`` means that country *plus* scope=global passages."""
+
+    country: str | None = None
+    langs: tuple[str, ...] = ()
+    scope: Scope | None = None
+    doc_ids: tuple[str, ...] = ()
+
+    def is_empty(self) -> bool:
+        return not (self.country or self.langs or self.scope or self.doc_ids)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRequest:
+    """One path: a text in a language over a KB and a filter, labelled for the trace."""
+
+    text: str
+    kb: str
+    lang: str | None = None
+    filter: PassageFilter = PassageFilter()
+    label: str = "as_written"
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A passage with the score the named scorer gave it. ``vector`` rides along for re-scoring only."""
+
+    passage: Passage
+    score: float
+    path: str
+    vector: np.ndarray | None = field(default=None, compare=False, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.passage.id, "doc_id": self.passage.doc_id, "lang": self.passage.lang,
+                "score": round(float(self.score), 6), "path": self.path}
+
+
+@dataclass(frozen=True, slots=True)
+class Ranking:
+    """Hits in descending score order. ``scorer`` names the scale, so merges can refuse mixing scales."""
+
+    label: str
+    scorer: str
+    hits: tuple[Hit, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+    def top(self, k: int) -> Ranking:
+        return replace(self, hits=self.hits[:k])
+
+    def doc_ids(self) -> list[str]:
+        return [h.passage.doc_id for h in self.hits]
+
+    def to_dict(self, limit: int | None = None) -> dict[str, Any]:
+        hits = self.hits if limit is None else self.hits[:limit]
+        return {"label": self.label, "scorer": self.scorer, "hits": [h.to_dict() for h in hits]}
+
+
+@dataclass(slots=True)
+class Step:
+    """One stage's record: what it did, on which path, how long it took, and its data."""
+
+    stage: str
+    label: str
+    seconds: float
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class LLMCall:
+    role: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+
+
+@dataclass(slots=True)
+class Trace:
+    """Everything a search did, in order. Evaluation, reports and the API read it; nothing recomputes it."""
+
+    steps: list[Step] = field(default_factory=list)
+    llm_calls: list[LLMCall] = field(default_factory=list)
+
+    @contextmanager
+    def step(self, stage: str, label: str = "", **data: Any) -> Iterator[dict[str, Any]]:
+        """Time a stage; the caller fills the yielded dict with what the stage produced."""
+        record = Step(stage, label, 0.0, dict(data))
+        start = time.perf_counter()
+        try:
+            yield record.data
+        finally:
+            record.seconds = time.perf_counter() - start
+            self.steps.append(record)
+
+    def seconds(self, stage: str | None = None) -> float:
+        return sum(s.seconds for s in self.steps if stage is None or s.stage == stage)
+
+    def llm_totals(self) -> dict[str, float]:
+        return {"llm_calls": len(self.llm_calls),
+                "llm_tokens": sum(c.prompt_tokens + c.completion_tokens for c in self.llm_calls),
+                "llm_seconds": sum(c.seconds for c in self.llm_calls)}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"steps": [asdict(s) for s in self.steps], "llm_calls": [asdict(c) for c in self.llm_calls]}
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """The evidence handed on (after merge, threshold and top-k) and the trace that produced it."""
+
+    question: Question
+    evidence: Ranking
+    trace: Trace
+    candidates: int = 0
+
+    @property
+    def passed(self) -> int:
+        return len(self.evidence)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"question": asdict(self.question),
+                "evidence": [dict(h.to_dict(), text=h.passage.text, title=h.passage.title)
+                             for h in self.evidence.hits],
+                "passed": self.passed, "trace": self.trace.to_dict()}
+
+
+def ordered_unique(items: Sequence[str]) -> list[str]:
+    """Keep the first occurrence of each item, in order."""
+    return list(dict.fromkeys(items))

@@ -1,0 +1,53 @@
+"""Shared fixtures: an isolated BABELRAG_HOME, the real shared data, and small real KBs built once."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = (ROOT / ".." / "shared" / "data").resolve()
+XQUAD = DATA / "xquad-dev"
+XQUAD_LANGS = ("ar", "de", "en", "es", "ru", "th", "tr", "zh")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def babelrag_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("babelrag_home")
+    os.environ["BABELRAG_HOME"] = str(home)
+    os.environ["BABELRAG_PROGRESS"] = "0"
+    return home
+
+
+def small_squad(target: Path, articles: int = 2, paragraphs: int = 3, langs=XQUAD_LANGS) -> list[Path]:
+    """A real XQuAD subset (first articles/paragraphs of every language file), CC BY-SA 4.0."""
+    if not XQUAD.is_dir():
+        pytest.skip(f"shared data not found at {XQUAD}")
+    target.mkdir(parents=True, exist_ok=True)
+    files = []
+    for lang in langs:
+        data = json.loads((XQUAD / f"xquad.{lang}.json").read_text(encoding="utf-8"))
+        data["data"] = data["data"][:articles]
+        for article in data["data"]:
+            article["paragraphs"] = article["paragraphs"][:paragraphs]
+        path = target / f"xquad.{lang}.json"
+        path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+        files.append(path)
+    return files
+
+
+@pytest.fixture(scope="session")
+def small_xquad(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    return small_squad(tmp_path_factory.mktemp("xquad_small"))
+
+
+@pytest.fixture(scope="session")
+def xquad_store(tmp_path_factory: pytest.TempPathFactory, small_xquad: list[Path]) -> str:
+    """An embedded store holding KB 'xq': 2 articles × 3 paragraphs × 8 languages of real XQuAD."""
+    from babelrag.ingest.pipeline import index_sources
+
+    store = str(tmp_path_factory.mktemp("store"))
+    index_sources("xq", [str(p) for p in small_xquad], store)
+    return store

@@ -1,0 +1,109 @@
+"""Fast logic: chunking, BM25 weights, fusion, configuration."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from babelrag.config import parse_overrides, preset_config
+from babelrag.errors import ConfigError
+from babelrag.ingest.chunking import approximate_tokens, chunk_text
+from babelrag.retrieve import bm25
+from babelrag.retrieve.fusion import fuse
+from babelrag.types import Hit, Passage, Ranking
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def test_short_text_is_one_chunk() -> None:
+    assert chunk_text("one two three", 10, words) == ["one two three"]
+
+
+def test_paragraphs_are_packed_whole_under_budget() -> None:
+    text = "\n\n".join(" ".join(f"p{i}w{j}" for j in range(4)) for i in range(5))
+    chunks = chunk_text(text, 9, words)
+    assert all(words(c) <= 9 for c in chunks)
+    assert [c.count("\n\n") for c in chunks] == [1, 1, 0]
+    assert " ".join(chunks).split() == text.split()
+
+
+def test_long_paragraph_is_cut_at_sentences_then_words() -> None:
+    sentence = " ".join(["word"] * 6) + "."
+    text = " ".join([sentence] * 4) + " " + " ".join(["x"] * 25)
+    chunks = chunk_text(text, 12, words)
+    assert all(words(c) <= 12 for c in chunks)
+    assert " ".join(chunks).split() == text.split()
+
+
+def test_unspaced_text_is_cut_by_characters() -> None:
+    text = "北京大学" * 50
+    chunks = chunk_text(text, 40, approximate_tokens)
+    assert "".join(chunks) == text and all(approximate_tokens(c) <= 40 for c in chunks)
+
+
+def test_bm25_document_weights_saturate_and_normalise_length() -> None:
+    short = bm25.document_vector(["a", "b"], avgdl=2.0)
+    weight = dict(zip(short.indices, short.values))[bm25.term_id("a")]
+    assert math.isclose(weight, 1.0)  # tf=1 at average length: (k1+1)/(1+k1)
+    repeated = bm25.document_vector(["a"] * 10, avgdl=10.0)
+    assert repeated.values[0] < bm25.K1 + 1  # saturates below k1 + 1
+    longer = bm25.document_vector(["a"] + ["z"] * 9, avgdl=2.0)
+    assert dict(zip(longer.indices, longer.values))[bm25.term_id("a")] < weight
+    query = bm25.query_vector(["a", "a", "b"])
+    assert query.values == (1.0, 1.0) and list(query.indices) == sorted(query.indices)
+
+
+def ranking(scorer: str, *pairs: tuple[str, float]) -> Ranking:
+    return Ranking(scorer, scorer, tuple(Hit(Passage(pid, pid, pid, "en"), s, scorer) for pid, s in pairs))
+
+
+def ids(r: Ranking) -> list[str]:
+    return [h.passage.id for h in r.hits]
+
+
+def test_rrf_is_the_reciprocal_rank_sum() -> None:
+    fused = fuse([ranking("a", ("x", 9), ("y", 8)), ranking("b", ("y", 0.9), ("z", 0.1))], "rrf", "f", rrf_k=60)
+    scores = {h.passage.id: h.score for h in fused.hits}
+    assert math.isclose(scores["y"], 1 / 62 + 1 / 61)
+    assert math.isclose(scores["x"], 1 / 61) and ids(fused)[0] == "y"
+
+
+def test_max_on_one_scale_keeps_the_best_raw_score() -> None:
+    fused = fuse([ranking("cos", ("x", 0.5), ("y", 0.4)), ranking("cos", ("y", 0.9))], "max", "f")
+    assert ids(fused) == ["y", "x"] and fused.hits[0].score == 0.9 and fused.scorer == "cos"
+
+
+def test_max_across_scales_normalises_first() -> None:
+    fused = fuse([ranking("bm25", ("x", 30.0), ("y", 10.0)), ranking("cosine", ("y", 0.9), ("z", 0.8))], "max", "f")
+    assert fused.scorer == "max-minmax"
+    assert {h.passage.id: h.score for h in fused.hits} == {"x": 1.0, "y": 1.0, "z": 0.0}
+    assert ids(fused)[:2] == ["x", "y"]  # tie broken by best rank, then ranking order
+
+
+def test_zscore_sums_standardised_scores_and_floors_missing() -> None:
+    dense = ranking("cosine", ("a", 0.90), ("b", 0.80), ("c", 0.70))
+    keyword = ranking("bm25", ("c", 20.0), ("d", 2.0))
+    fused = fuse([dense, keyword], "zscore", "f")
+    z = math.sqrt(1.5)  # dense z-scores are ±√1.5 and 0; keyword z-scores ±1 (floor −1)
+    expected = {"a": z - 1, "b": -1.0, "c": -z + 1, "d": -z - 1}
+    assert ids(fused) == ["a", "c", "b", "d"]
+    assert all(math.isclose(h.score, expected[h.passage.id]) for h in fused.hits)
+
+
+def test_threshold_on_rank_fusion_totals_is_refused() -> None:
+    with pytest.raises(ConfigError, match="threshold"):
+        preset_config("hybrid", {"threshold": 0.5, "fusion": "rrf"})
+    assert preset_config("hybrid+rerank", {"threshold": 0.5}).threshold == 0.5
+
+
+def test_overrides_are_yaml_scalars_and_unknown_fields_fail() -> None:
+    assert parse_overrides(["k=5", "langs=[sv, en]", "threshold=0.8"]) == {"k": 5, "langs": ["sv", "en"],
+                                                                           "threshold": 0.8}
+    with pytest.raises(ConfigError, match="no_such_field"):
+        preset_config("default", {"no_such_field": 1})
+    with pytest.raises(ConfigError, match="preset"):
+        preset_config("nope")
+    with pytest.raises(ConfigError, match="key=value"):
+        parse_overrides(["oops"])
