@@ -26,8 +26,9 @@ CONFIGS = {
     "vector": ("vector", {}),
     "hybrid rrf": ("hybrid", {"fusion": "rrf"}),
     "hybrid max": ("hybrid", {"fusion": "max"}),
-    "hybrid zscore": ("hybrid", {"fusion": "zscore"}),
-    "hybrid zscore + dense rerank": ("hybrid+rerank", {"fusion": "zscore"}),
+    "hybrid zscore": ("hybrid", {"fusion": "zscore", "keyword_weight": 1.0}),
+    "hybrid zscore kw=0.5 (default)": ("hybrid", {}),
+    "hybrid + dense rerank": ("hybrid+rerank", {}),
 }
 
 

@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -21,6 +24,7 @@ StoreOpt = Annotated[Optional[str], typer.Option("--store", help="KB store: a di
                                                  "an http(s):// Qdrant URL, or :memory:. Default $BABELRAG_STORE "
                                                  "or ~/.babelrag/store.")]
 KbOpt = Annotated[str, typer.Option("--kb", help="Knowledge base name.")]
+DEFAULT_DATA = Path(os.environ.get("BABELRAG_DATA", "../shared/data"))  # the repo's data, run from its root
 
 
 def _split(value: str | None) -> tuple[str, ...]:
@@ -104,6 +108,81 @@ def search(
         text = hit.passage.text.replace("\n", " ")
         table.add_row(str(rank), f"{hit.score:.3f}", hit.passage.lang, hit.passage.doc_id,
                       text[:160] + ("…" if len(text) > 160 else ""))
+    out.print(table)
+
+
+@app.command("eval")
+def evaluate(
+    golden: Annotated[Path, typer.Option("--golden", help="Golden set (JSONL).")],
+    kb: Annotated[Optional[str], typer.Option("--kb", help="Index to search (default: each question's own).")] = None,
+    preset: Annotated[str, typer.Option(help="Named configuration.")] = "default",
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Any config field: key=value.")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="Run folder (default runs/eval-<kb>-<preset>-<time>).")] = None,
+    name: Annotated[Optional[str], typer.Option(help="Configuration name in metrics and reports.")] = None,
+    store: StoreOpt = None,
+) -> None:
+    """Evaluate one configuration on a golden set: per-question traces, metrics overall and per cell."""
+    from babelrag.config import parse_overrides, preset_config
+    from babelrag.evaluate.golden import load_golden
+    from babelrag.evaluate.report import write_reports
+    from babelrag.evaluate.runs import run_config
+
+    config = preset_config(preset, parse_overrides(set_ or []))
+    label = name or (preset + "".join(f" {pair}" for pair in set_ or []))
+    folder = out or Path("runs") / f"eval-{kb or golden.stem}-{preset}-{time.strftime('%Y%m%d-%H%M%S')}"
+    result = run_config(label, config, load_golden(golden), folder, store, index=kb)
+    write_reports({"configs": {label: result.metrics}, "comparisons": []}, folder)
+    _print_metrics({label: result.metrics})
+    err.print(f"run folder: {folder}")
+
+
+@app.command()
+def bench(
+    quick: Annotated[bool, typer.Option(help="A fixed small sample (minutes on 2 cores).")] = False,
+    data: Annotated[Path, typer.Option(help="Folder with xquad-dev/ and swefaq-dev/, or any folder of "
+                                            "XQuAD-format files (<name>.<lang>.json).")] = DEFAULT_DATA,
+    ladder: Annotated[str, typer.Option(help="Ladder of configurations to run.")] = "blog",
+    out: Annotated[Optional[Path], typer.Option(help="Output folder (default runs/bench-<time>); an existing "
+                                                     "one resumes.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed for the benchmark builders.")] = 13,
+    store: StoreOpt = None,
+) -> None:
+    """The main job: build the cell benchmarks, index them, run a ladder, write metrics and the cell report."""
+    from babelrag.bench.runner import run_bench
+
+    folder = out or Path("runs") / f"bench-{'quick-' if quick else ''}{time.strftime('%Y%m%d-%H%M%S')}"
+    summary = run_bench(folder, data, quick=quick, ladder_name=ladder, store=store, seed=seed)
+    _print_metrics(summary["configs"])
+    err.print(f"metrics: {folder / 'metrics.json'}  report: {folder / 'report.html'} ({summary['seconds']:.0f} s)")
+
+
+@app.command()
+def report(
+    runs: Annotated[list[Path], typer.Argument(help="Run folders (bench or eval), in the order to compare.")],
+    html: Annotated[Optional[Path], typer.Option("--html", help="Write the HTML report here.")] = None,
+) -> None:
+    """Markdown summary (stdout) and a self-contained HTML cell matrix of one or more runs."""
+    from babelrag.evaluate.report import html as render_html
+    from babelrag.evaluate.report import load_summary, markdown
+
+    summary = load_summary(runs)
+    out.print(markdown(summary), markup=False, highlight=False)
+    if html:
+        html.write_text(render_html(summary), encoding="utf-8")
+        err.print(f"HTML report: {html}")
+
+
+def _print_metrics(configs: dict) -> None:
+    table = Table(title="overall (worst cell by Recall@10)")
+    for column in ("configuration", "R@10", "R@1", "MRR", "docs", "p50 ms", "worst cell"):
+        table.add_column(column)
+    for name, metrics in configs.items():
+        overall = metrics["overall"]
+        worst = min(metrics["cells"], key=lambda c: c["recall@10"]) if metrics["cells"] else None
+        table.add_row(name, f"{overall.get('recall@10', 0):.3f}", f"{overall.get('recall@1', 0):.3f}",
+                      f"{overall.get('mrr', 0):.3f}", f"{overall.get('docs_passed', 0):.1f}",
+                      f"{overall.get('latency_ms_p50', 0):.1f}",
+                      f"{worst['kb']}/{worst['lang']} {worst['recall@10']:.3f} (n={worst['n']})" if worst else "")
     out.print(table)
 
 

@@ -23,6 +23,8 @@ class GoldenQuestion(BaseModel):
     question: str = Field(min_length=1)
     lang: str = Field(min_length=2)
     kb: str = Field(min_length=1)
+    # The index to search when it differs from ``kb`` (several country KBs in one index).
+    index: str | None = None
     country: str | None = None
     gold_pages: tuple[str, ...] = Field(min_length=1)
     gold_passages: tuple[str, ...] = ()

@@ -11,6 +11,7 @@ from babelrag.config import SearchConfig
 from babelrag.kb import KnowledgeBase
 from babelrag.lang.detect import detector
 from babelrag.models.rerank import build_reranker
+from babelrag.retrieve.cache import RetrievalCache
 from babelrag.retrieve.fusion import fuse
 from babelrag.retrieve.search import TRACE_HITS, rerank, retrieve
 from babelrag.strategies import build_strategy
@@ -18,15 +19,15 @@ from babelrag.types import Question, Ranking, SearchRequest, SearchResult, Trace
 
 
 class Searcher:
-    def __init__(self, kb: KnowledgeBase, config: SearchConfig):
-        self.kb, self.config = kb, config
+    def __init__(self, kb: KnowledgeBase, config: SearchConfig, cache: RetrievalCache | None = None):
+        self.kb, self.config, self.cache = kb, config, cache
         self.reranker = build_reranker(config.rerank, kb.embedder, kb.query_vector)
         self.strategy = build_strategy(config.strategy)
         self._detect = detector(tuple(kb.manifest["detect_languages"]))
 
     def _path(self, request: SearchRequest, trace: Trace) -> Ranking:
         needs_vectors = bool(self.reranker and self.reranker.needs_vectors)
-        ranking = retrieve(self.kb, request, self.config, trace, with_vectors=needs_vectors)
+        ranking = retrieve(self.kb, request, self.config, trace, with_vectors=needs_vectors, cache=self.cache)
         if self.reranker is not None:
             ranking = rerank(request.text, ranking, self.reranker, trace)
         return ranking

@@ -9,20 +9,26 @@ from babelrag.kb import KnowledgeBase
 from babelrag.lang import analysis
 from babelrag.models.rerank import Reranker
 from babelrag.retrieve import bm25
+from babelrag.retrieve.cache import CachedArm, RetrievalCache
 from babelrag.retrieve.fusion import fuse
 from babelrag.store.schema import DENSE, SPARSE, ArmQuery, Scored, where_for
 from babelrag.types import Hit, Ranking, SearchRequest, Trace
 
-TRACE_HITS = 50
+TRACE_HITS = 20  # per ranking in the trace; ≥ k, so evidence can be re-cut at any threshold
 
 
 def _ranking(label: str, scorer: str, scored: Sequence[Scored]) -> Ranking:
     return Ranking(label, scorer, tuple(Hit(s.passage, s.score, label, s.vector) for s in scored))
 
 
-def retrieve(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, trace: Trace,
-             with_vectors: bool = False) -> Ranking:
-    """Candidates for one request: each arm's top ``candidates``, fused when hybrid."""
+def _from_cache(kb: KnowledgeBase, cached: list[CachedArm], with_vectors: bool) -> list[Ranking]:
+    found = kb.collection.fetch(list(dict.fromkeys(pid for _, _, hits in cached for pid, _ in hits)), with_vectors)
+    return [Ranking(label, scorer, tuple(Hit(found[pid].passage, score, label, found[pid].vector)
+                                         for pid, score in hits if pid in found))
+            for label, scorer, hits in cached]
+
+
+def _arm_queries(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, trace: Trace) -> list[ArmQuery]:
     arms: list[ArmQuery] = []
     with trace.step("analyze", request.label, mode=config.mode) as record:
         if config.mode in ("vector", "hybrid"):
@@ -32,12 +38,28 @@ def retrieve(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, tr
             record["terms"] = terms
             if terms:
                 arms.append(ArmQuery(SPARSE, sparse=bm25.query_vector(terms)))
-    where = where_for(request.filter)
-    with trace.step("retrieve", request.label, filter=str(where) if where else None) as record:
-        results = kb.collection.query(arms, where, config.candidates, with_vectors=with_vectors) if arms else []
-        rankings = [_ranking(f"{request.label}/{arm.arm}", "cosine" if arm.arm == DENSE else "bm25", scored)
-                    for arm, scored in zip(arms, results)]
-        record["arms"] = [r.to_dict(TRACE_HITS) for r in rankings]
+    return arms
+
+
+def retrieve(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, trace: Trace,
+             with_vectors: bool = False, cache: RetrievalCache | None = None) -> Ranking:
+    """Candidates for one request: each arm's top ``candidates``, fused when hybrid."""
+    key = cache.key(kb, request, config) if cache else None
+    cached = cache.get(key) if cache else None
+    if cached is not None:
+        with trace.step("retrieve", request.label, cached=True) as record:
+            rankings = _from_cache(kb, cached, with_vectors)
+            record["arms"] = [r.to_dict(TRACE_HITS) for r in rankings]
+    else:
+        arms = _arm_queries(kb, request, config, trace)
+        with trace.step("retrieve", request.label, filter=repr(request.filter)) as record:
+            results = kb.collection.query(arms, where_for(request.filter), config.candidates,
+                                          with_vectors=with_vectors) if arms else []
+            rankings = [_ranking(f"{request.label}/{arm.arm}", "cosine" if arm.arm == DENSE else "bm25", scored)
+                        for arm, scored in zip(arms, results)]
+            record["arms"] = [r.to_dict(TRACE_HITS) for r in rankings]
+        if cache:
+            cache.put(key, [(r.label, r.scorer, [(h.passage.id, h.score) for h in r.hits]) for r in rankings])
     if len(rankings) < 2:
         return replace(rankings[0], label=request.label) if rankings else Ranking(request.label, "none")
     with trace.step("fuse", request.label, method=config.fusion) as record:

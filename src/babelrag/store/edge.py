@@ -20,7 +20,7 @@ from babelrag.errors import KBNotFound, StoreError
 from babelrag.types import Passage
 from babelrag.store.schema import (
     DENSE, INTEGER_FIELDS, KEYWORD_FIELDS, SPARSE, ArmQuery, CollectionSpec, Match, Scored, StoredPoint,
-    Where, check_kb_name, passage_of, payload_of,
+    Where, check_kb_name, passage_of, payload_of, point_id,
 )
 
 MANIFEST = "manifest.json"
@@ -83,6 +83,14 @@ class EdgeCollection:
         return [[Scored(passage_of(p.payload), float(p.score),
                         np.asarray(p.vector[DENSE], dtype=np.float32) if with_vectors and p.vector else None)
                  for p in points] for points in results]
+
+    def fetch(self, passage_ids: Sequence[str], with_vectors: bool = False) -> dict[str, Scored]:
+        records = self._shard.retrieve([point_id(pid) for pid in passage_ids], with_payload=True,
+                                       with_vector=[DENSE] if with_vectors else False)
+        found = (Scored(passage_of(r.payload), 0.0,
+                        np.asarray(r.vector[DENSE], dtype=np.float32) if with_vectors and r.vector else None)
+                 for r in records)
+        return {s.passage.id: s for s in found}
 
     def scroll(self, where: Where | None = None, limit: int | None = None) -> list[Passage]:
         passages: list[Passage] = []

@@ -1,0 +1,140 @@
+"""Reports over one or more runs: a Markdown summary and a self-contained HTML cell matrix.
+
+The HTML page embeds its data and code (no network, no build step): rows are knowledge bases,
+columns question languages; step through configurations or play them, switch the metric, hover
+a cell for its n, interval and change from the previous configuration.
+"""
+from __future__ import annotations
+
+import json
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from babelrag.errors import ConfigError
+from babelrag.evaluate.runs import RunResult, load_run
+from babelrag.evaluate.significance import compare
+
+MATRIX_METRICS = ("recall@10", "mrr", "docs_passed")
+TESTED_METRICS = ("recall@10", "mrr")
+SIGNIFICANT = 0.05
+
+
+def comparisons(results: list[RunResult]) -> list[dict[str, Any]]:
+    """Each configuration against the previous one, per cell and overall (paired randomisation test)."""
+    return [{"from": a.name, "to": b.name, **{m: compare(a.rows, b.rows, m) for m in TESTED_METRICS}}
+            for a, b in zip(results, results[1:])]
+
+
+def load_summary(folders: list[Path]) -> dict[str, Any]:
+    """Bench folders (several configurations) and single eval runs, combined in the order given."""
+    results: list[RunResult] = []
+    extra: dict[str, Any] = {}
+    for folder in folders:
+        metrics_file = folder / "metrics.json"
+        if not metrics_file.exists():
+            raise ConfigError(f"{folder}: no metrics.json (not a run folder)")
+        metrics = json.loads(metrics_file.read_text(encoding="utf-8"))
+        if "runs" in metrics:
+            results.extend(load_run(folder / sub) for sub in metrics["runs"].values())
+            extra = {k: metrics[k] for k in ("calibration", "data", "ladder") if k in metrics}
+        else:
+            results.append(load_run(folder))
+    names = [r.name for r in results]
+    if len(set(names)) != len(names):
+        results = [RunResult(f"{r.name} ({r.folder.name})", r.folder, r.rows, r.metrics) for r in results]
+    return {"configs": {r.name: r.metrics for r in results}, "comparisons": comparisons(results), **extra}
+
+
+def _fmt(value: Any, metric: str = "") -> str:
+    if value is None:
+        return "–"
+    return f"{value:.1f}" if metric.startswith(("docs", "latency")) else f"{value:.3f}"
+
+
+def _cell_key(cell: dict[str, Any]) -> tuple[str, str]:
+    return cell["kb"], cell["lang"]
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    configs = summary["configs"]
+    names = list(configs)
+    columns = ["recall@10", "recall@1", "mrr", "ndcg@10", "docs_passed", "latency_ms_p50", "llm_calls"]
+    lines = ["# babelrag — retrieval by cell", ""]
+    data = summary.get("data")
+    if data:
+        lines += [f"Data: `{data['source']}` ({'quick sample' if data['quick'] else 'full'}, seed {data['seed']}, "
+                  f"{data['questions']} questions).", *[f"- note: {n}" for n in data.get("notes", [])], ""]
+    lines += ["## Overall", "", "| configuration | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    for name in names:
+        overall = configs[name]["overall"]
+        lines.append(f"| {name} | " + " | ".join(_fmt(overall.get(c), c) for c in columns) + " |")
+    for source, calibration in summary.get("calibration", {}).items():
+        lines += ["", f"Threshold calibrated on `{source}` ({calibration['split'] or 'all'} questions, "
+                      f"n = {calibration['n']}): τ = {calibration['threshold']:.4f}, Recall@10 "
+                      f"{calibration['recall_before']:.3f} → {calibration['recall_after']:.3f}, docs passed "
+                      f"{calibration['docs_passed_before']:.1f} → {calibration['docs_passed_after']:.1f}."]
+    kbs = sorted({c["kb"] for cfg in configs.values() for c in cfg["cells"]})
+    langs = sorted({c["lang"] for cfg in configs.values() for c in cfg["cells"]})
+    for name in names:
+        cells = {_cell_key(c): c for c in configs[name]["cells"]}
+        lines += ["", f"## {name}: Recall@10 by cell (n; * = fewer than 30 questions)", "",
+                  "| KB | " + " | ".join(langs) + " |", "|---" * (len(langs) + 1) + "|"]
+        for kb in kbs:
+            row = []
+            for lang in langs:
+                cell = cells.get((kb, lang))
+                row.append("not asked" if cell is None else
+                           f"{cell['recall@10']:.3f} ({cell['n']}{'*' if cell['small'] else ''})")
+            lines.append(f"| {kb} | " + " | ".join(row) + " |")
+        ranked = sorted(cells.values(), key=lambda c: (c["recall@10"], c["mrr"]))
+        worst = ", ".join(f"{c['kb']}/{c['lang']} {c['recall@10']:.3f}" for c in ranked[:3])
+        best = ", ".join(f"{c['kb']}/{c['lang']} {c['recall@10']:.3f}" for c in ranked[::-1][:3])
+        lines += ["", f"Worst cells: {worst}. Best cells: {best}."]
+    lines += ["", "## Significant changes (paired randomisation test, p < 0.05)", ""]
+    found = False
+    for comparison in summary["comparisons"]:
+        for metric in TESTED_METRICS:
+            test = comparison[metric]
+            changed = [c for c in test["cells"] if c["p"] < SIGNIFICANT]
+            overall = test["overall"]
+            if overall["p"] < SIGNIFICANT or changed:
+                found = True
+                cells_text = ", ".join(f"{c['kb']}/{c['lang']} {c['delta']:+.3f} (p={c['p']:.3f})" for c in changed)
+                lines.append(f"- {comparison['from']} → {comparison['to']}, {metric}: overall "
+                             f"{overall['delta']:+.3f} (p={overall['p']:.3f})" + (f"; cells: {cells_text}" if changed else ""))
+    if not found:
+        lines.append("- none")
+    return "\n".join(lines) + "\n"
+
+
+def html_data(summary: dict[str, Any]) -> dict[str, Any]:
+    configs = summary["configs"]
+    comparisons_by_target = {c["to"]: c for c in summary["comparisons"]}
+    cells, deltas = {}, {}
+    for name, cfg in configs.items():
+        cells[name] = {f"{c['kb']}|{c['lang']}": c for c in cfg["cells"]}
+        comparison = comparisons_by_target.get(name)
+        if comparison:
+            deltas[name] = {m: {f"{c['kb']}|{c['lang']}": {"delta": c["delta"], "p": c["p"]}
+                                for c in comparison[m]["cells"]} for m in TESTED_METRICS}
+    data = summary.get("data") or {}
+    return {"title": "babelrag — retrieval by cell", "configs": list(configs), "metrics": list(MATRIX_METRICS),
+            "kbs": sorted({c["kb"] for cfg in configs.values() for c in cfg["cells"]}),
+            "langs": sorted({c["lang"] for cfg in configs.values() for c in cfg["cells"]}),
+            "cells": cells, "deltas": deltas, "overall": {n: cfg["overall"] for n, cfg in configs.items()},
+            "subtitle": f"{data.get('source', '')} · {'quick sample' if data.get('quick') else 'full'}" if data else ""}
+
+
+def html(summary: dict[str, Any]) -> str:
+    template = files("babelrag.evaluate").joinpath("report.html").read_text(encoding="utf-8")
+    payload = json.dumps(html_data(summary), ensure_ascii=False).replace("</", "<\\/")
+    return template.replace("/*DATA*/null", payload)
+
+
+def write_reports(summary: dict[str, Any], out: Path, html_file: Path | None = None) -> tuple[Path, Path]:
+    markdown_file = out / "report.md"
+    markdown_file.write_text(markdown(summary), encoding="utf-8")
+    html_file = html_file or out / "report.html"
+    html_file.write_text(html(summary), encoding="utf-8")
+    return markdown_file, html_file

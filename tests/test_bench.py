@@ -1,0 +1,126 @@
+"""Cell benchmark builders on other XQuAD-format folders, resumable runs, and the bench end to end."""
+from __future__ import annotations
+
+import collections
+import json
+from pathlib import Path
+
+import pytest
+
+from babelrag.bench import swefaq, xquad_cells
+from babelrag.bench.runner import run_bench
+from babelrag.bench.squad import load_squad_folder
+from babelrag.config import preset_config
+from babelrag.errors import ConfigError, InputError
+from babelrag.evaluate.golden import GoldenQuestion, load_golden
+from babelrag.evaluate.runs import COMPLETE, run_config
+
+from conftest import DATA, XQUAD
+
+pytestmark = pytest.mark.slow
+
+
+def other_folder(target: Path, langs=("de", "en", "es", "zh"), articles: int = 6, paragraphs: int = 2) -> Path:
+    """Another XQuAD-format folder: the *last* articles, renamed, another file prefix, other languages."""
+    target.mkdir(parents=True, exist_ok=True)
+    for lang in langs:
+        data = json.loads((XQUAD / f"xquad.{lang}.json").read_text(encoding="utf-8"))
+        data["data"] = [{**a, "title": "Other " + a["title"], "paragraphs": a["paragraphs"][:paragraphs]}
+                        for a in data["data"][-articles:]]
+        (target / f"mydata.{lang}.json").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    return target
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_xquad_cells_on_another_folder(tmp_path: Path) -> None:
+    corpus = load_squad_folder(other_folder(tmp_path / "src"))
+    recipe = xquad_cells.default_recipe(corpus, seed=3)
+    assert [(c.code, c.mix) for c in recipe.countries] == [("DE", "mixed"), ("ES", "bilingual"), ("ZH", "mixed"),
+                                                           ("EN", "pivot-only")]
+    built = xquad_cells.build(recipe, tmp_path / "out")
+    kb_rows = read_jsonl(built["indexes"]["xquad-cells"])
+    golden = load_golden(built["golden"])
+    # disjoint articles per country, every row carries its country
+    titles = collections.defaultdict(set)
+    for row in kb_rows:
+        titles[row["country"]].add(row["title"])
+    assert all(not (titles[a] & titles[b]) for a in titles for b in titles if a != b)
+    # the KB holds exactly the languages its mix promises; gold availability is tagged truthfully
+    held = collections.defaultdict(set)
+    for row in kb_rows:
+        held[(row["country"], row["doc_id"])].add(row["lang"])
+    langs_of = {c.code: set(c.kb_langs("en")) for c in recipe.countries}
+    assert all(langs <= langs_of[country] for (country, _), langs in held.items())
+    mixed_pages = [langs for (country, _), langs in held.items() if country == "DE"]
+    assert {frozenset(x) for x in mixed_pages} <= {frozenset({"en"}), frozenset({"de"}), frozenset({"en", "de"})}
+    for q in golden:
+        if q.index == "xquad-cells":
+            assert set(q.tags["gold_langs"].split(",")) == held[(q.country, q.gold_pages[0])]
+    # questions: pivot, local and one absent language per KB
+    asked = collections.defaultdict(set)
+    for q in golden:
+        asked[q.kb].add(q.lang)
+    assert asked["ES-bilingual"] >= {"en", "es"} and len(asked["ES-bilingual"] - {"en", "es"}) == 1
+    assert asked["EN-pivot-only"] == {"en", next(iter(asked["EN-pivot-only"] - {"en"}))}
+    assert {r["lang"] for r in read_jsonl(built["indexes"]["xquad-pooled"])} == {"de", "en", "es", "zh"}
+    # deterministic: the same recipe writes the same files; the recipe YAML round-trips
+    again = xquad_cells.build(xquad_cells.load_recipe(tmp_path / "out" / "recipe.yaml"), tmp_path / "again")
+    assert built["golden"].read_bytes() == again["golden"].read_bytes()
+    assert "CC BY-SA 4.0" in (tmp_path / "out" / "LICENSE.txt").read_text()
+
+
+def test_xquad_cells_needs_its_pivot(tmp_path: Path) -> None:
+    corpus = load_squad_folder(other_folder(tmp_path / "src", langs=("de", "zh")))
+    with pytest.raises(InputError, match="needs the pivot language 'en'"):
+        xquad_cells.default_recipe(corpus)
+    assert xquad_cells.default_recipe(corpus, pivot="de").countries[-1].code == "DE"
+
+
+def test_swefaq_answers_become_a_swedish_kb(tmp_path: Path) -> None:
+    built = swefaq.build(DATA / "swefaq-dev" / "swefaq_dev.jsonl", tmp_path)
+    kb = read_jsonl(built["indexes"]["swefaq"])
+    golden = load_golden(built["golden"])
+    assert len(kb) == 110 and len(golden) == 110 and {r["lang"] for r in kb} == {"sv"}
+    assert {q.gold_pages[0] for q in golden} <= {r["doc_id"] for r in kb}
+
+
+def test_runs_resume_and_refuse_a_changed_config(xquad_store: str, small_xquad: list[Path], tmp_path: Path) -> None:
+    corpus = load_squad_folder(small_xquad[0].parent)
+    golden = [GoldenQuestion(id=f"{q.lang}:{q.qid}", question=q.text, lang=q.lang, kb="xq", gold_pages=(q.page,))
+              for lang in ("de", "th") for q in [q for q in corpus.questions if q.lang == lang][:15]]
+    folder = tmp_path / "run"
+    first = run_config("vector", preset_config("vector"), golden, folder, xquad_store)
+    assert (folder / COMPLETE).exists() and len(first.rows) == 30
+    metrics = json.loads((folder / "metrics.json").read_text())["configs"]["vector"]
+    assert metrics["overall"]["n"] == 30 and {c["lang"] for c in metrics["cells"]} == {"de", "th"}
+    # interrupted: the marker gone, traces cut mid-line
+    lines = (folder / "traces.jsonl").read_text().splitlines()
+    (folder / "traces.jsonl").write_text("\n".join(lines[:7]) + "\n" + lines[7][:40])
+    (folder / COMPLETE).unlink()
+    resumed = run_config("vector", preset_config("vector"), golden, folder, xquad_store)
+    assert [r["id"] for r in resumed.rows] == [q.id for q in golden]
+    assert len((folder / "traces.jsonl").read_text().splitlines()) == 30
+    assert resumed.metrics["overall"]["recall@10"] == first.metrics["overall"]["recall@10"]
+    with pytest.raises(ConfigError, match="another configuration"):
+        run_config("vector", preset_config("keyword"), golden, folder, xquad_store)
+
+
+def test_bench_end_to_end_on_another_folder(tmp_path: Path) -> None:
+    data = other_folder(tmp_path / "data", langs=("en", "de", "zh"), articles=4, paragraphs=2)
+    out = tmp_path / "bench"
+    summary = run_bench(out, data, quick=True, store=str(tmp_path / "store"))
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert list(metrics["configs"]) == ["keyword", "vector", "hybrid", "hybrid+rerank", "+threshold", "+country"]
+    for config in metrics["configs"].values():
+        assert {"recall@10", "mrr", "docs_passed", "latency_ms_p50"} <= set(config["overall"])
+        assert config["cells"] and {"kb", "lang", "n", "recall@10", "mrr"} <= set(config["cells"][0])
+    assert any("swefaq skipped" in note for note in summary["data"]["notes"])
+    assert metrics["calibration"]["hybrid+rerank"]["threshold"] > 0
+    assert (out / COMPLETE).exists() and (out / "report.md").read_text().startswith("# babelrag")
+    assert "const DATA = {" in (out / "report.html").read_text()
+    # the +country step filters by the question's country: never more passages than without it
+    overall = metrics["configs"]
+    assert overall["+country"]["overall"]["docs_passed"] <= overall["+threshold"]["overall"]["docs_passed"]
