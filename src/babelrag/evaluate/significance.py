@@ -24,8 +24,11 @@ def paired_test(a: Sequence[float], b: Sequence[float], seed: int = 0,
     if not np.any(diff):
         return {"n": len(diff), "delta": 0.0, "p": 1.0}
     rng = np.random.default_rng(seed)
-    signs = rng.choice((-1.0, 1.0), size=(resamples, len(diff)))
-    extreme = int(np.sum(np.abs((signs * diff).mean(axis=1)) >= observed - 1e-12))
+    extreme = 0
+    block = max(1, 2_000_000 // len(diff))  # bounded memory: blocks of resamples
+    for start in range(0, resamples, block):
+        signs = rng.choice((-1.0, 1.0), size=(min(block, resamples - start), len(diff)))
+        extreme += int(np.sum(np.abs((signs * diff).mean(axis=1)) >= observed - 1e-12))
     return {"n": len(diff), "delta": float(diff.mean()), "p": (extreme + 1) / (resamples + 1)}
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from babelrag.ingest.chunking import approximate_tokens, chunk_text
 from babelrag.ingest.readers import read_source
 from babelrag.ingest.records import Defaults, Located, validate_all
-from babelrag.kb import KnowledgeBase, resolve_store, embedder_for
+from babelrag.kb import KnowledgeBase, embedder_for, resolve_store
 from babelrag.lang import analysis
 from babelrag.lang.detect import detector
 from babelrag.lang.languages import DEFAULT_DETECT
@@ -89,7 +89,8 @@ def index_sources(kb_name: str, sources: Sequence[str], store: Store | str | Non
         if kb is None:
             avgdl = sum(map(len, terms)) / max(len(terms), 1)
             chunking = dict(chunking, counter="embedder" if counter else "approximate")
-            kb = KnowledgeBase.create(kb_name, store, embedder, avgdl=avgdl, chunking=chunking,
+            kb = KnowledgeBase.create(kb_name, store, embedder, bm25={"k1": bm25.K1, "b": bm25.B, "avgdl": avgdl},
+                                      chunking=chunking,
                                       detect_languages=detect_languages)
         embed_seconds = _write(kb, passages, terms, options.batch_size)
         _delete_stale_chunks(kb, records, passages)

@@ -1,17 +1,5 @@
-"""Language metadata the analyzers and reports need: names and Snowball stemmers by ISO 639-1 code."""
+"""Language metadata: Snowball stemmers by ISO 639-1 code and the default detection set."""
 from __future__ import annotations
-
-NAMES: dict[str, str] = {
-    "ar": "Arabic", "bg": "Bulgarian", "bn": "Bengali", "ca": "Catalan", "cs": "Czech", "da": "Danish",
-    "de": "German", "el": "Greek", "en": "English", "es": "Spanish", "et": "Estonian", "eu": "Basque",
-    "fa": "Persian", "fi": "Finnish", "fr": "French", "ga": "Irish", "he": "Hebrew", "hi": "Hindi",
-    "hu": "Hungarian", "hy": "Armenian", "id": "Indonesian", "it": "Italian", "ja": "Japanese",
-    "ko": "Korean", "lt": "Lithuanian", "lv": "Latvian", "ms": "Malay", "ne": "Nepali", "nl": "Dutch",
-    "no": "Norwegian", "pl": "Polish", "pt": "Portuguese", "ro": "Romanian", "ru": "Russian",
-    "sk": "Slovak", "sl": "Slovenian", "sr": "Serbian", "sv": "Swedish", "sw": "Swahili", "ta": "Tamil",
-    "th": "Thai", "tl": "Tagalog", "tr": "Turkish", "uk": "Ukrainian", "ur": "Urdu", "vi": "Vietnamese",
-    "zh": "Chinese",
-}
 
 SNOWBALL: dict[str, str] = {
     "ar": "arabic", "hy": "armenian", "eu": "basque", "ca": "catalan", "cs": "czech", "da": "danish",
@@ -30,7 +18,3 @@ DEFAULT_DETECT: tuple[str, ...] = (
     "ar", "cs", "da", "de", "el", "en", "es", "fa", "fi", "fr", "he", "hi", "hu", "id", "it", "ja",
     "ko", "nl", "no", "pl", "pt", "ro", "ru", "sv", "th", "tr", "uk", "vi", "zh",
 )
-
-
-def name(code: str) -> str:
-    return NAMES.get(code, code)

@@ -51,7 +51,7 @@ class Searcher:
         else:
             with trace.step("merge", self.config.merge, paths=[r.label for r in rankings]) as record:
                 merged = fuse(rankings, self.config.merge, "merged", self.config.rrf_k)
-                record["ranking"] = merged.to_dict(TRACE_HITS)
+                record["ranking"] = merged.to_trace(TRACE_HITS)
         with trace.step("select", "evidence", threshold=self.config.threshold, k=self.config.k) as record:
             hits = merged.hits
             if self.config.threshold is not None:

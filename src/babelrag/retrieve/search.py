@@ -49,7 +49,7 @@ def retrieve(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, tr
     if cached is not None:
         with trace.step("retrieve", request.label, cached=True) as record:
             rankings = _from_cache(kb, cached, with_vectors)
-            record["arms"] = [r.to_dict(TRACE_HITS) for r in rankings]
+            record["arms"] = [r.to_trace(TRACE_HITS) for r in rankings]
     else:
         arms = _arm_queries(kb, request, config, trace)
         with trace.step("retrieve", request.label, filter=repr(request.filter)) as record:
@@ -57,7 +57,7 @@ def retrieve(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, tr
                                           with_vectors=with_vectors) if arms else []
             rankings = [_ranking(f"{request.label}/{arm.arm}", "cosine" if arm.arm == DENSE else "bm25", scored)
                         for arm, scored in zip(arms, results)]
-            record["arms"] = [r.to_dict(TRACE_HITS) for r in rankings]
+            record["arms"] = [r.to_trace(TRACE_HITS) for r in rankings]
         if cache:
             cache.put(key, [(r.label, r.scorer, [(h.passage.id, h.score) for h in r.hits]) for r in rankings])
     if len(rankings) < 2:
@@ -65,7 +65,7 @@ def retrieve(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, tr
     with trace.step("fuse", request.label, method=config.fusion) as record:
         fused = fuse(rankings, config.fusion, request.label, config.rrf_k,
                      weights=[1.0 if r.scorer == "cosine" else config.keyword_weight for r in rankings])
-        record["ranking"] = fused.to_dict(TRACE_HITS)
+        record["ranking"] = fused.to_trace(TRACE_HITS)
     return fused
 
 
@@ -75,5 +75,5 @@ def rerank(query: str, ranking: Ranking, reranker: Reranker, trace: Trace) -> Ra
         order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
         reranked = Ranking(ranking.label, reranker.name,
                            tuple(replace(ranking.hits[i], score=scores[i]) for i in order))
-        record["ranking"] = reranked.to_dict(TRACE_HITS)
+        record["ranking"] = reranked.to_trace(TRACE_HITS)
     return reranked

@@ -13,15 +13,27 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import qdrant_edge as qe
 
 from babelrag.errors import KBNotFound, StoreError
-from babelrag.types import Passage
 from babelrag.store.schema import (
-    DENSE, INTEGER_FIELDS, KEYWORD_FIELDS, SPARSE, ArmQuery, CollectionSpec, Match, Scored, StoredPoint,
-    Where, check_kb_name, passage_of, payload_of, point_id,
+    DENSE,
+    INTEGER_FIELDS,
+    KEYWORD_FIELDS,
+    SPARSE,
+    ArmQuery,
+    CollectionSpec,
+    Match,
+    Scored,
+    StoredPoint,
+    Where,
+    check_kb_name,
+    payload_of,
+    point_id,
+    scored_of,
+    scroll_pages,
 )
+from babelrag.types import Passage
 
 MANIFEST = "manifest.json"
 
@@ -80,29 +92,17 @@ class EdgeCollection:
                                     params=qe.SearchParams(hnsw_ef=self._hnsw_ef) if arm.arm == DENSE else None)
                     for arm in arms]
         results = self._shard.query_batch(qe.QueryBatchRequest(requests))
-        return [[Scored(passage_of(p.payload), float(p.score),
-                        np.asarray(p.vector[DENSE], dtype=np.float32) if with_vectors and p.vector else None)
-                 for p in points] for points in results]
+        return [[scored_of(p, p.score, with_vectors) for p in points] for points in results]
 
     def fetch(self, passage_ids: Sequence[str], with_vectors: bool = False) -> dict[str, Scored]:
         records = self._shard.retrieve([point_id(pid) for pid in passage_ids], with_payload=True,
                                        with_vector=[DENSE] if with_vectors else False)
-        found = (Scored(passage_of(r.payload), 0.0,
-                        np.asarray(r.vector[DENSE], dtype=np.float32) if with_vectors and r.vector else None)
-                 for r in records)
-        return {s.passage.id: s for s in found}
+        return {s.passage.id: s for s in (scored_of(r, 0.0, with_vectors) for r in records)}
 
     def scroll(self, where: Where | None = None, limit: int | None = None) -> list[Passage]:
-        passages: list[Passage] = []
-        offset = None
-        while limit is None or len(passages) < limit:
-            page = 256 if limit is None else min(256, limit - len(passages))
-            records, offset = self._shard.scroll(qe.ScrollRequest(offset=offset, limit=page, filter=_filter(where),
-                                                                  with_payload=True))
-            passages.extend(passage_of(r.payload) for r in records)
-            if offset is None:
-                break
-        return passages
+        flt = _filter(where)
+        return scroll_pages(lambda offset, size: self._shard.scroll(
+            qe.ScrollRequest(offset=offset, limit=size, filter=flt, with_payload=True)), limit)
 
     def facet(self, key: str, where: Where | None = None) -> dict[str, int]:
         response = self._shard.facet(qe.FacetRequest(key=key, limit=10_000, exact=True, filter=_filter(where)))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -87,6 +87,26 @@ class Scored:
     passage: Passage
     score: float
     vector: np.ndarray | None = None
+
+
+def scored_of(record: Any, score: float, with_vectors: bool) -> Scored:
+    """A point returned by either engine (``.payload``, ``.vector``) as a Scored passage."""
+    vector = record.vector[DENSE] if with_vectors and record.vector else None
+    return Scored(passage_of(record.payload), float(score),
+                  np.asarray(vector, dtype=np.float32) if vector is not None else None)
+
+
+def scroll_pages(next_page: Callable[[Any, int], tuple[list[Any], Any]], limit: int | None,
+                 page_size: int = 256) -> list[Passage]:
+    """Every passage (or the first ``limit``) through an engine's ``(offset, size) -> (records, next)``."""
+    passages: list[Passage] = []
+    offset = None
+    while limit is None or len(passages) < limit:
+        records, offset = next_page(offset, page_size if limit is None else min(page_size, limit - len(passages)))
+        passages.extend(passage_of(r.payload) for r in records)
+        if offset is None:
+            break
+    return passages
 
 
 def point_id(passage_id: str) -> str:
