@@ -13,9 +13,29 @@ XQUAD = DATA / "xquad-dev"
 XQUAD_LANGS = ("ar", "de", "en", "es", "ru", "th", "tr", "zh")
 
 
+def _provisioned_models() -> Path:
+    """Where `babelrag models pull` put the LLMs for this user (tests get a fresh BABELRAG_HOME)."""
+    from babelrag.models.catalog import models_dir
+
+    return models_dir()
+
+
+MODELS = _provisioned_models()
+SMALL_LLM = "qwen2.5-coder-0.5b"
+
+
+def need_llm() -> str:
+    """The small local LLM, or a skip when it isn't provisioned (.ci/run provisions it)."""
+    pytest.importorskip("xllamacpp")
+    if not (MODELS / f"{SMALL_LLM}.gguf").is_file():
+        pytest.skip(f"{SMALL_LLM} not provisioned: run `babelrag models pull {SMALL_LLM}`")
+    return SMALL_LLM
+
+
 @pytest.fixture(scope="session", autouse=True)
 def babelrag_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("babelrag_home")
+    os.environ["BABELRAG_MODELS"] = str(MODELS)
     os.environ["BABELRAG_HOME"] = str(home)
     os.environ["BABELRAG_PROGRESS"] = "0"
     return home

@@ -113,7 +113,16 @@ def test_bench_end_to_end_on_another_folder(tmp_path: Path) -> None:
     out = tmp_path / "bench"
     summary = run_bench(out, data, quick=True, store=str(tmp_path / "store"))
     metrics = json.loads((out / "metrics.json").read_text())
-    assert list(metrics["configs"]) == ["keyword", "vector", "hybrid", "hybrid+rerank", "+threshold", "+country"]
+    retrieval = ["keyword", "vector", "hybrid", "hybrid+rerank", "+threshold", "+country"]
+    with_llm = ["+kb-languages (max)", "+kb-languages (rrf)", "+hyde-extra", "trag", "delta"]
+    assert list(metrics["configs"]) in (retrieval + with_llm, retrieval)
+    if list(metrics["configs"]) == retrieval:  # no local LLM here: the LLM steps say why they were skipped
+        assert sum("skipped" in note for note in summary["data"]["notes"]) == len(with_llm)
+    else:  # quick: the LLM steps are a smoke test on one question per country KB
+        kbs = {q["kb"] for q in map(json.loads, (out / "data" / "golden.jsonl").read_text().splitlines())} - {"pooled"}
+        assert all(metrics["configs"][s]["overall"]["n"] == len(kbs) for s in with_llm)
+        assert metrics["configs"]["+kb-languages (max)"]["overall"]["llm_calls"] > 0
+        assert metrics["latency_ratios"]["delta"]["baseline"] == "+country"
     for config in metrics["configs"].values():
         assert {"recall@10", "mrr", "docs_passed", "latency_ms_p50"} <= set(config["overall"])
         assert config["cells"] and {"kb", "lang", "n", "recall@10", "mrr"} <= set(config["cells"][0])

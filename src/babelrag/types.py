@@ -61,13 +61,20 @@ class PassageFilter:
 
 @dataclass(frozen=True, slots=True)
 class SearchRequest:
-    """One path: a text in a language over a KB and a filter, labelled for the trace."""
+    """One path: a text in a language over a KB and a filter, labelled for the trace.
+
+    ``rerank_text`` is what the path's candidates are re-scored against (default: ``text``; HyDE
+    re-scores against the question so max-merge compares like with like). ``segments`` are
+    (text, language) pieces for keyword analysis when one query mixes languages (DELTA).
+    """
 
     text: str
     kb: str
     lang: str | None = None
     filter: PassageFilter = PassageFilter()
     label: str = "as_written"
+    rerank_text: str | None = None
+    segments: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,11 +123,15 @@ class Step:
 
 @dataclass(slots=True)
 class LLMCall:
+    """One model call a method makes. A cached call keeps the original's tokens and seconds (the
+    method's cost) and says it was served from the cache (what this run actually paid)."""
+
     role: str
     model: str
     prompt_tokens: int
     completion_tokens: int
     seconds: float
+    cached: bool = False
 
 
 @dataclass(slots=True)
@@ -147,7 +158,8 @@ class Trace:
     def llm_totals(self) -> dict[str, float]:
         return {"llm_calls": len(self.llm_calls),
                 "llm_tokens": sum(c.prompt_tokens + c.completion_tokens for c in self.llm_calls),
-                "llm_seconds": sum(c.seconds for c in self.llm_calls)}
+                "llm_seconds": sum(c.seconds for c in self.llm_calls),
+                "llm_cached": sum(c.cached for c in self.llm_calls)}
 
     def to_dict(self) -> dict[str, Any]:
         return {"steps": [asdict(s) for s in self.steps], "llm_calls": [asdict(c) for c in self.llm_calls]}

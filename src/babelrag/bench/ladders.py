@@ -1,7 +1,8 @@
 """Ladders: ordered configurations, each changing one thing from the previous step.
 
-Later issues append their presets (translation paths, HyDE, DELTA, CORAL…) as new steps or
-ladders; the runner, the metrics and the report need no change.
+Steps that call an LLM (translation, HyDE, DELTA) run on a per-cell sample of the questions
+(``llm_per_cell``); every other step runs on all of them. A step's latency is also reported as
+a ratio to its ``baseline`` step (default: the previous one).
 """
 from __future__ import annotations
 
@@ -18,17 +19,46 @@ class Step:
     overrides: dict[str, Any] = field(default_factory=dict)
     # take τ from this earlier step's traces (SPEC §2.2), instead of the preset's value
     calibrate_threshold_from: str | None = None
+    baseline: str | None = None
 
+
+_SINGLE = "+country"  # the reranked single path every query strategy is measured against
+_TAU = "hybrid+rerank"
 
 LADDERS: dict[str, list[Step]] = {
-    # [BLOG] §2: keyword → vector → hybrid → hybrid+rerank → +threshold → +country filter
+    # [BLOG] §2–3: keyword → vector → hybrid → hybrid+rerank → +threshold → +country filter, then the
+    # query strategies against that reranked single path
     "blog": [
         Step("keyword", "keyword"),
         Step("vector", "vector"),
         Step("hybrid", "hybrid"),
         Step("hybrid+rerank", "hybrid+rerank"),
-        Step("+threshold", "+threshold", calibrate_threshold_from="hybrid+rerank"),
-        Step("+country", "+country", calibrate_threshold_from="hybrid+rerank"),
+        Step("+threshold", "+threshold", calibrate_threshold_from=_TAU),
+        Step("+country", "+country", calibrate_threshold_from=_TAU),
+        Step("+kb-languages (max)", "chat", calibrate_threshold_from=_TAU, baseline=_SINGLE),
+        Step("+kb-languages (rrf)", "chat-rrf", baseline=_SINGLE),
+        Step("+hyde-extra", "hyde-extra", calibrate_threshold_from=_TAU, baseline=_SINGLE),
+        Step("trag", "trag", {"country_filter": True}, calibrate_threshold_from=_TAU, baseline=_SINGLE),
+        Step("delta", "delta", {"country_filter": True}, calibrate_threshold_from=_TAU, baseline=_SINGLE),
+    ],
+    # translation strategies only (one cached LLM call per question serves every step): KB-language
+    # paths with max and RRF merges, their per-path ablation, and the English pivot
+    "translate": [
+        Step("hybrid+rerank", "hybrid+rerank"),
+        Step("+country", "+country", calibrate_threshold_from=_TAU),
+        Step("+kb-languages (max)", "chat", calibrate_threshold_from=_TAU, baseline=_SINGLE),
+        Step("+kb-languages (rrf)", "chat-rrf", baseline=_SINGLE),
+        Step("kb: pivot path only", "chat", {"kb_paths": "pivot"}, calibrate_threshold_from=_TAU, baseline=_SINGLE),
+        Step("kb: local path only", "chat", {"kb_paths": "local"}, calibrate_threshold_from=_TAU, baseline=_SINGLE),
+        Step("trag", "trag", {"country_filter": True}, calibrate_threshold_from=_TAU, baseline=_SINGLE),
+    ],
+    # the practitioner's next experiment: which KB-language path carries the gain?
+    "kb-paths": [
+        Step("hybrid+rerank", "hybrid+rerank"),
+        Step("+country", "+country", calibrate_threshold_from=_TAU),
+        Step("kb: pivot path only", "chat", {"kb_paths": "pivot"}, calibrate_threshold_from=_TAU, baseline=_SINGLE),
+        Step("kb: local path only", "chat", {"kb_paths": "local"}, calibrate_threshold_from=_TAU, baseline=_SINGLE),
+        Step("kb: both paths", "chat", calibrate_threshold_from=_TAU, baseline=_SINGLE),
     ],
     # how to fuse the dense and keyword arms (the choice behind the hybrid default)
     "fusion": [

@@ -15,14 +15,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from babelrag.bench import swefaq, xquad_cells
-from babelrag.bench.ladders import ladder
-from babelrag.config import preset_config
-from babelrag.errors import InputError
+from babelrag.bench.ladders import Step, ladder
+from babelrag.config import SearchConfig, preset_config
+from babelrag.errors import BabelragError, InputError
 from babelrag.evaluate.calibrate import calibrate_threshold
 from babelrag.evaluate.golden import GoldenQuestion, load_golden, save_golden
 from babelrag.evaluate.runs import COMPLETE, RunResult, run_config
 from babelrag.ingest.pipeline import index_sources
+from babelrag.models.llm import build_llm
 from babelrag.paths import home
 from babelrag.store.base import open_store
 
@@ -79,30 +82,89 @@ def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-") or "step"
 
 
+def uses_llm(config: SearchConfig) -> bool:
+    return config.strategy != "as_written" or bool(config.extra_paths)
+
+
+def llm_sample(questions: list[GoldenQuestion], per_cell: int | None, by_kb: bool = False,
+               skip_kbs: tuple[str, ...] = ()) -> list[GoldenQuestion]:
+    """A fixed sample for the LLM steps: in each cell (or each KB, ``by_kb``), the first ``per_cell``
+    questions in hash order."""
+    if per_cell is None:
+        return questions
+    cells: dict[tuple[str, str], list[GoldenQuestion]] = {}
+    for q in questions:
+        if q.kb not in skip_kbs:
+            cells.setdefault((q.kb, "" if by_kb else q.lang), []).append(q)
+    chosen = {q.id for group in cells.values()
+              for q in sorted(group, key=lambda q: hashlib.sha1(q.id.encode()).hexdigest())[:per_cell]}
+    return [q for q in questions if q.id in chosen]
+
+
+def _llm_available(spec: str) -> str | None:
+    """Why the LLM can't be used here, or None when it can."""
+    try:
+        build_llm(spec)
+    except BabelragError as error:
+        return str(error)
+    return None
+
+
+def latency_ratios(results: dict[str, RunResult], steps: list[Step]) -> dict[str, dict[str, Any]]:
+    """Each step's p50 latencies over its baseline's, on the questions both ran."""
+    names = [s.name for s in steps if s.name in results]
+    out = {}
+    for index, step in enumerate(s for s in steps if s.name in results):
+        base = step.baseline if step.baseline in results else (names[index - 1] if index else None)
+        if base is None:
+            continue
+        ids = {r["id"] for r in results[step.name].rows}
+        mine, theirs = results[step.name].rows, [r for r in results[base].rows if r["id"] in ids]
+        ratio = {t: float(np.median([r[t] for r in mine]) / max(np.median([r[t] for r in theirs]), 1e-9))
+                 for t in ("retrieval_ms", "latency_ms")}
+        out[step.name] = {"baseline": base, **ratio}
+    return out
+
+
 def run_bench(out: Path, data: Path, quick: bool = False, ladder_name: str = "blog", store: str | None = None,
-              seed: int = 13) -> dict[str, Any]:
+              seed: int = 13, llm: str | None = None, llm_per_cell: int | None = None) -> dict[str, Any]:
+    """``llm_per_cell``: questions per cell for the LLM steps (default 20; ``quick``: one per KB)."""
     started = time.perf_counter()
     store = store or str(home() / "bench" / "store")
     out.mkdir(parents=True, exist_ok=True)
     bench = build_data(data, out / "data", quick, seed)
     ensure_indexes(bench.indexes, store)
+    per_cell = llm_per_cell if llm_per_cell is not None else (1 if quick else 20)
+    steps = ladder(ladder_name)
     results: dict[str, RunResult] = {}
     calibration: dict[str, Any] = {}
-    for number, step in enumerate(ladder(ladder_name), start=1):
-        overrides = dict(step.overrides)
+    notes = list(bench.notes)
+    for number, step in enumerate(steps, start=1):
+        overrides = dict(step.overrides, **({"llm": llm} if llm else {}))
         if step.calibrate_threshold_from:
             source = step.calibrate_threshold_from
             calibration.setdefault(source, calibrate_threshold(results[source].rows))
             overrides["threshold"] = round(calibration[source]["threshold"], 6)
         config = preset_config(step.preset, overrides)
-        results[step.name] = run_config(step.name, config, bench.golden, out / f"{number:02d}-{_slug(step.name)}", store)
+        questions = bench.golden
+        if uses_llm(config):
+            problem = _llm_available(config.llm)
+            if problem:
+                notes.append(f"step '{step.name}' skipped: {problem}")
+                continue
+            # quick: a smoke test of each method, one question per country KB (pooled left out);
+            # measurements use --llm-per-cell
+            smoke = quick and llm_per_cell is None
+            questions = llm_sample(bench.golden, per_cell, by_kb=smoke, skip_kbs=("pooled",) if smoke else ())
+        results[step.name] = run_config(step.name, config, questions, out / f"{number:02d}-{_slug(step.name)}", store)
     from babelrag.evaluate.report import comparisons, write_reports
 
     summary = {"configs": {name: r.metrics for name, r in results.items()},
                "ladder": ladder_name, "runs": {name: r.folder.name for name, r in results.items()},
                "comparisons": comparisons(list(results.values())), "calibration": calibration,
+               "latency_ratios": latency_ratios(results, steps),
                "data": {"source": str(data), "quick": quick, "seed": seed, "questions": len(bench.golden),
-                        "indexes": sorted(bench.indexes), "notes": bench.notes},
+                        "llm": llm, "llm_per_cell": per_cell, "indexes": sorted(bench.indexes), "notes": notes},
                "seconds": time.perf_counter() - started}
     (out / "metrics.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")
     write_reports(summary, out)

@@ -15,7 +15,9 @@ SMALL_CELL = 30
 BOOTSTRAP = 1000
 # Averaged per question; latency gets percentiles instead, LLM costs are per-question means.
 MEAN_METRICS = ("recall@1", "recall@3", "recall@5", "recall@10", "recall@20", "hit@1", "hit@3", "hit@5",
-                "hit@10", "hit@20", "mrr", "ndcg@10", "docs_passed", "llm_calls", "llm_tokens", "llm_seconds")
+                "hit@10", "hit@20", "mrr", "ndcg@10", "docs_passed", "llm_calls", "llm_tokens", "llm_seconds",
+                "llm_cached")
+TIMINGS = ("latency_ms", "retrieval_ms")  # wall time per question; retrieval_ms leaves out waiting for models
 CI_METRICS = ("recall@10", "mrr", "docs_passed")
 
 
@@ -35,10 +37,11 @@ def summarise(rows: Sequence[Mapping[str, Any]], seed: int = 0) -> dict[str, Any
         values = [r[metric] for r in rows if r.get(metric) is not None]
         if values:
             out[metric] = float(np.mean(values))
-    latencies = [r["latency_ms"] for r in rows if "latency_ms" in r]
-    if latencies:
-        out["latency_ms_p50"] = float(np.percentile(latencies, 50))
-        out["latency_ms_p95"] = float(np.percentile(latencies, 95))
+    for timing in TIMINGS:
+        values = [r[timing] for r in rows if timing in r]
+        if values:
+            out[f"{timing}_p50"] = float(np.percentile(values, 50))
+            out[f"{timing}_p95"] = float(np.percentile(values, 95))
     for metric in CI_METRICS:
         values = [r[metric] for r in rows if r.get(metric) is not None]
         if values:

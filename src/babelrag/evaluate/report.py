@@ -49,7 +49,7 @@ def load_summary(folders: list[Path]) -> dict[str, Any]:
 def _fmt(value: Any, metric: str = "") -> str:
     if value is None:
         return "–"
-    return f"{value:.1f}" if metric.startswith(("docs", "latency")) else f"{value:.3f}"
+    return f"{value:.1f}" if metric.startswith(("docs", "latency", "retrieval", "llm")) else f"{value:.3f}"
 
 
 def _cell_key(cell: dict[str, Any]) -> tuple[str, str]:
@@ -59,16 +59,23 @@ def _cell_key(cell: dict[str, Any]) -> tuple[str, str]:
 def markdown(summary: dict[str, Any]) -> str:
     configs = summary["configs"]
     names = list(configs)
-    columns = ["recall@10", "recall@1", "mrr", "ndcg@10", "docs_passed", "latency_ms_p50", "llm_calls"]
+    columns = ["n", "recall@10", "recall@1", "mrr", "ndcg@10", "docs_passed", "retrieval_ms_p50", "llm_calls",
+               "llm_tokens", "llm_seconds"]
+    ratios = summary.get("latency_ratios", {})
     lines = ["# babelrag — retrieval by cell", ""]
     data = summary.get("data")
     if data:
         lines += [f"Data: `{data['source']}` ({'quick sample' if data['quick'] else 'full'}, seed {data['seed']}, "
                   f"{data['questions']} questions).", *[f"- note: {n}" for n in data.get("notes", [])], ""]
-    lines += ["## Overall", "", "| configuration | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    lines += ["## Overall", "", "Retrieval time leaves out waiting for models; its ratio is to the step named "
+              "(median over the same questions). LLM calls include cached ones at their original cost.", "",
+              "| configuration | " + " | ".join(columns) + " | retrieval × |", "|---" * (len(columns) + 2) + "|"]
     for name in names:
         overall = configs[name]["overall"]
-        lines.append(f"| {name} | " + " | ".join(_fmt(overall.get(c), c) for c in columns) + " |")
+        ratio = ratios.get(name)
+        cells = [str(overall["n"]) if c == "n" else _fmt(overall.get(c), c) for c in columns]
+        ratio_text = f"{ratio['retrieval_ms']:.2f}× {ratio['baseline']}" if ratio else "–"
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {ratio_text} |")
     for source, calibration in summary.get("calibration", {}).items():
         lines += ["", f"Threshold calibrated on `{source}` ({calibration['split'] or 'all'} questions, "
                       f"n = {calibration['n']}): τ = {calibration['threshold']:.4f}, Recall@10 "

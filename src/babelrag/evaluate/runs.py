@@ -41,11 +41,13 @@ class RunResult:
 
 def _question_row(question: GoldenQuestion, result: SearchResult, seconds: float) -> dict[str, Any]:
     pages = result.evidence.doc_ids()
+    waited = sum(c.seconds for c in result.trace.llm_calls if not c.cached)  # model time this run really spent
     row = {"id": question.id, "kb": question.kb, "lang": question.lang, "country": question.country,
            "tags": dict(question.tags),
            "gold_pages": list(question.gold_pages), "ranked_pages": pages,
            "evidence": [h.to_dict() for h in result.evidence.hits], "docs_passed": result.passed,
-           "latency_ms": seconds * 1000, **result.trace.llm_totals(), **retrieval_scores(pages, question.gold_pages)}
+           "latency_ms": seconds * 1000, "retrieval_ms": max(0.0, seconds - waited) * 1000,
+           **result.trace.llm_totals(), **retrieval_scores(pages, question.gold_pages)}
     row["trace"] = result.trace.to_dict()
     return row
 

@@ -5,6 +5,7 @@ file and a registry entry, never a change here.
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from babelrag.config import SearchConfig
@@ -23,14 +24,30 @@ class Searcher:
         self.kb, self.config, self.cache = kb, config, cache
         self.reranker = build_reranker(config.rerank, kb.embedder, kb.query_vector)
         self.strategy = build_strategy(config.strategy)
+        self.extras = [build_strategy(name) for name in config.extra_paths]
         self._detect = detector(tuple(kb.manifest["detect_languages"]))
 
     def _path(self, request: SearchRequest, trace: Trace) -> Ranking:
         needs_vectors = bool(self.reranker and self.reranker.needs_vectors)
         ranking = retrieve(self.kb, request, self.config, trace, with_vectors=needs_vectors, cache=self.cache)
         if self.reranker is not None:
-            ranking = rerank(request.text, ranking, self.reranker, trace)
+            ranking = rerank(request.rerank_text or request.text, ranking, self.reranker, trace)
         return ranking
+
+    def _plan(self, question: Question, trace: Trace) -> list[SearchRequest]:
+        requests = []
+        for strategy in (self.strategy, *self.extras):
+            requests.extend(strategy.plan(question, self.kb, self.config, trace))
+        return requests
+
+    def _run_paths(self, requests: list[SearchRequest], trace: Trace) -> list[Ranking]:
+        """Paths run in parallel; their query vectors are embedded first, in one batch."""
+        if len(requests) == 1:
+            return [self._path(requests[0], trace)]
+        if self.config.mode != "keyword":
+            self.kb.query_vectors([r.text for r in requests] + [r.rerank_text for r in requests if r.rerank_text])
+        with ThreadPoolExecutor(max_workers=len(requests)) as pool:
+            return list(pool.map(lambda request: self._path(request, trace), requests))
 
     def search(self, question: Question | str) -> SearchResult:
         trace = Trace()
@@ -41,11 +58,11 @@ class Searcher:
                 lang, confidence = self._detect.detect(question.text)
                 question = replace(question, lang=lang)
                 record.update(lang=lang, confidence=confidence)
-        with trace.step("plan", self.strategy.name) as record:
-            requests = self.strategy.plan(question, self.kb, self.config, trace)
+        with trace.step("plan", self.strategy.name, extra=list(self.config.extra_paths)) as record:
+            requests = self._plan(question, trace)
             record["requests"] = [{"label": r.label, "text": r.text, "lang": r.lang,
                                    "filter": repr(r.filter)} for r in requests]
-        rankings = [self._path(request, trace) for request in requests]
+        rankings = self._run_paths(requests, trace)
         if len(rankings) == 1:
             merged = rankings[0]
         else:

@@ -34,7 +34,8 @@ def _arm_queries(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig
         if config.mode in ("vector", "hybrid"):
             arms.append(ArmQuery(DENSE, dense=kb.query_vector(request.text)))
         if config.mode in ("keyword", "hybrid"):
-            terms = analysis.tokens(request.text, request.lang)
+            pieces = request.segments or ((request.text, request.lang),)
+            terms = [term for text, lang in pieces for term in analysis.tokens(text, lang)]
             record["terms"] = terms
             if terms:
                 arms.append(ArmQuery(SPARSE, sparse=bm25.query_vector(terms)))

@@ -9,6 +9,10 @@ from typing import TYPE_CHECKING, Protocol
 from babelrag.config import SearchConfig
 from babelrag.errors import ConfigError
 from babelrag.strategies.as_written import AsWritten
+from babelrag.strategies.delta import Delta
+from babelrag.strategies.hyde import HyDE
+from babelrag.strategies.kb_languages import KBLanguages
+from babelrag.strategies.pivot import Pivot
 from babelrag.types import Question, SearchRequest, Trace
 
 if TYPE_CHECKING:
@@ -21,7 +25,7 @@ class QueryStrategy(Protocol):
     def plan(self, question: Question, kb: KnowledgeBase, config: SearchConfig, trace: Trace) -> list[SearchRequest]: ...
 
 
-STRATEGIES: dict[str, type[QueryStrategy]] = {"as_written": AsWritten}
+STRATEGIES: dict[str, type[QueryStrategy]] = {s.name: s for s in (AsWritten, Pivot, KBLanguages, HyDE, Delta)}
 
 
 def build_strategy(name: str) -> QueryStrategy:

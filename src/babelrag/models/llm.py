@@ -1,0 +1,156 @@
+"""LLMs behind one protocol: a local GGUF model in-process (xllamacpp) or any OpenAI-compatible endpoint.
+
+``complete(messages, json_schema=...)`` returns the text with its token counts and seconds;
+with a schema the local backend constrains decoding with a llama.cpp grammar, the HTTP backend
+asks for ``response_format: json_schema`` (falling back to plain text when the server refuses).
+Validation and the one repair retry live in ``structured.py``, the same for both.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+
+from babelrag.errors import BabelragError, ConfigError
+
+Message = dict[str, str]
+
+
+class LLMError(BabelragError):
+    """The model could not be reached or produced no usable answer."""
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+    model: str
+
+
+class LLM(Protocol):
+    name: str  # identifies the model in caches and traces
+
+    def complete(self, messages: list[Message], json_schema: dict[str, Any] | None = None, max_tokens: int = 256,
+                 temperature: float = 0.0, seed: int = 0) -> Completion: ...
+
+
+def _completion(payload: dict[str, Any], seconds: float, model: str) -> Completion:
+    try:
+        text = payload["choices"][0]["message"]["content"] or ""
+    except (KeyError, IndexError, TypeError) as error:
+        raise LLMError(f"{model}: malformed completion: {str(payload)[:200]}") from error
+    usage = payload.get("usage") or {}
+    return Completion(text, int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)), seconds, model)
+
+
+class LocalLLM:
+    """A GGUF file run in-process by llama.cpp (xllamacpp). One server per file, shared by threads."""
+
+    def __init__(self, path: str, n_ctx: int = 4096, threads: int | None = None):
+        try:
+            import xllamacpp
+        except ImportError as error:
+            raise ConfigError("llm: local GGUF models need `pip install babelrag[llm]` (xllamacpp)") from error
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise ConfigError(f"llm: model file {self.path} not found (provision one with `babelrag models pull`)")
+        self.name = self.path.stem
+        params = xllamacpp.CommonParams()
+        params.model.path = str(self.path)
+        params.n_ctx = n_ctx
+        params.n_parallel = 1
+        params.verbosity = -1
+        params.warmup = False
+        if threads:
+            params.cpuparams.n_threads = params.cpuparams_batch.n_threads = threads
+        self._server = xllamacpp.Server(params)
+
+    def complete(self, messages: list[Message], json_schema: dict[str, Any] | None = None, max_tokens: int = 256,
+                 temperature: float = 0.0, seed: int = 0) -> Completion:
+        request: dict[str, Any] = {"messages": messages, "max_tokens": max_tokens, "temperature": temperature,
+                                   "seed": seed}
+        if json_schema is not None:
+            request["response_format"] = {"type": "json_schema", "json_schema": {"schema": json_schema}}
+        start = time.perf_counter()
+        payload = self._server.handle_chat_completions(request)
+        if isinstance(payload, dict) and "error" in payload:
+            raise LLMError(f"{self.name}: {payload['error']}")
+        return _completion(payload, time.perf_counter() - start, self.name)
+
+
+class OpenAILLM:
+    """Any OpenAI-compatible ``/chat/completions`` endpoint (vLLM, Ollama, llama.cpp server, hosted APIs)."""
+
+    def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY", timeout: float = 120.0,
+                 retries: int = 3):
+        self.base_url, self.model, self.retries = base_url.rstrip("/"), model, retries
+        self.name = f"{model}@{self.base_url}"
+        key = os.environ.get(api_key_env, "not-needed")
+        self._client = httpx.Client(timeout=timeout, headers={"Authorization": f"Bearer {key}"})
+        self._schema_supported = True
+
+    def _post(self, body: dict[str, Any]) -> httpx.Response:
+        url = f"{self.base_url}/chat/completions"
+        for attempt in range(self.retries + 1):
+            try:
+                response = self._client.post(url, json=body)
+            except httpx.TransportError as error:
+                if attempt == self.retries:
+                    raise LLMError(f"LLM endpoint {url} unreachable after {attempt + 1} tries: {error}") from error
+            else:
+                if response.status_code != 429 and response.status_code < 500:
+                    return response
+                if attempt == self.retries:
+                    raise LLMError(f"LLM endpoint {url}: {response.status_code} {response.text[:200]}")
+            time.sleep(min(16.0, 0.5 * 2 ** attempt))
+        raise LLMError(f"LLM endpoint {url} kept failing")
+
+    def complete(self, messages: list[Message], json_schema: dict[str, Any] | None = None, max_tokens: int = 256,
+                 temperature: float = 0.0, seed: int = 0) -> Completion:
+        body: dict[str, Any] = {"model": self.model, "messages": messages, "max_tokens": max_tokens,
+                                "temperature": temperature, "seed": seed}
+        if json_schema is not None and self._schema_supported:
+            body["response_format"] = {"type": "json_schema",
+                                       "json_schema": {"name": "answer", "schema": json_schema, "strict": True}}
+        start = time.perf_counter()
+        response = self._post(body)
+        if response.status_code == 400 and "response_format" in body:  # no schema support: validate afterwards
+            self._schema_supported = False
+            body.pop("response_format")
+            response = self._post(body)
+        if response.status_code >= 400:
+            raise LLMError(f"LLM endpoint refused the request: {response.status_code} {response.text[:200]}")
+        return _completion(response.json(), time.perf_counter() - start, self.name)
+
+
+_lock = threading.Lock()
+
+
+def build_llm(spec: str) -> LLM:
+    """``NAME`` (a provisioned model, see ``babelrag models``), a ``.gguf`` path, or ``openai:MODEL[@URL]``
+    (URL default ``$BABELRAG_LLM_URL`` or ``$OPENAI_BASE_URL``; key from ``$OPENAI_API_KEY``)."""
+    with _lock:
+        return _build(spec)
+
+
+@cache
+def _build(spec: str) -> LLM:
+    if spec.startswith("openai:"):
+        model, _, url = spec.removeprefix("openai:").partition("@")
+        url = url or os.environ.get("BABELRAG_LLM_URL") or os.environ.get("OPENAI_BASE_URL", "")
+        if not url:
+            raise ConfigError(f"llm '{spec}': no endpoint; write openai:MODEL@URL or set $BABELRAG_LLM_URL")
+        return OpenAILLM(url, model)
+    if spec.endswith(".gguf"):
+        return LocalLLM(spec)
+    from babelrag.models.catalog import model_path
+
+    return LocalLLM(str(model_path(spec)))

@@ -1,0 +1,207 @@
+"""Translators behind one protocol, and a persistent cache in front of any of them.
+
+No MT weights for our languages ship offline (MODELS.md), so the default translator is the
+LLM ([DELTA] prompt D: fluent, meaning-preserving, usual forms of names, nothing added, strict
+JSON). ``mt:PATH`` loads a seq2seq model (Marian, NLLB, M2M, T5…) from a local directory.
+Translation is the one LLM call in the chat retrieval path, so every result is cached by
+(backend, model, source, target, text) and every call is counted, cached or not.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from pydantic import BaseModel, Field, create_model
+
+from babelrag.errors import ConfigError
+from babelrag.lang.detect import detector
+from babelrag.lang.languages import language_name
+from babelrag.models.llm import LLM
+from babelrag.models.structured import complete_json
+from babelrag.types import LLMCall, Trace
+
+
+@dataclass(frozen=True, slots=True)
+class Translation:
+    text: str
+    calls: tuple[LLMCall, ...] = field(default=())  # the model calls that produced it (≤ 1)
+
+
+class Translator(Protocol):
+    name: str
+
+    def translate_targets(self, text: str, src: str, targets: Sequence[str]) -> dict[str, Translation]: ...
+
+
+def translate(translator: Translator, text: str, src: str, tgt: str, trace: Trace | None = None) -> str:
+    """One text into one language, its calls recorded in ``trace``; the same language passes through."""
+    return translate_many(translator, text, src, [tgt], trace)[tgt]
+
+
+def translate_many(translator: Translator, text: str, src: str, targets: Sequence[str],
+                   trace: Trace | None = None) -> dict[str, str]:
+    """One text into several languages with one call (the KB-language path's single LLM call)."""
+    wanted = [t for t in dict.fromkeys(targets) if t != src]
+    done = translator.translate_targets(text, src, wanted) if wanted else {}
+    if trace is not None:
+        trace.llm_calls.extend(call for t in wanted for call in done[t].calls)
+    return {t: (text if t == src else done[t].text) for t in targets}
+
+
+class _Single(BaseModel):
+    translation: str = Field(min_length=1)
+
+
+# One worked example (the same question in every language we can vouch for): small models
+# otherwise answer the question instead of translating it, or copy English into every key.
+EXAMPLE = {
+    "en": "How many people live in Oslo?", "de": "Wie viele Menschen leben in Oslo?",
+    "fr": "Combien de personnes vivent à Oslo ?", "es": "¿Cuántas personas viven en Oslo?",
+    "it": "Quante persone vivono a Oslo?", "pt": "Quantas pessoas vivem em Oslo?",
+    "nl": "Hoeveel mensen wonen er in Oslo?", "sv": "Hur många människor bor i Oslo?",
+    "da": "Hvor mange mennesker bor der i Oslo?", "no": "Hvor mange mennesker bor i Oslo?",
+    "fi": "Kuinka monta ihmistä asuu Oslossa?", "pl": "Ile osób mieszka w Oslo?", "cs": "Kolik lidí žije v Oslu?",
+    "ro": "Câți oameni locuiesc în Oslo?", "hu": "Hányan élnek Oslóban?", "ru": "Сколько людей живёт в Осло?",
+    "uk": "Скільки людей живе в Осло?", "el": "Πόσοι άνθρωποι ζουν στο Όσλο;", "tr": "Oslo'da kaç kişi yaşıyor?",
+    "ar": "كم عدد الأشخاص الذين يعيشون في أوسلو؟", "he": "כמה אנשים גרים באוסלו?",
+    "fa": "چند نفر در اسلو زندگی می‌کنند؟", "hi": "ओस्लो में कितने लोग रहते हैं?", "th": "มีคนอาศัยอยู่ในออสโลกี่คน",
+    "vi": "Có bao nhiêu người sống ở Oslo?", "id": "Berapa banyak orang yang tinggal di Oslo?",
+    "ms": "Berapa ramai orang tinggal di Oslo?", "zh": "有多少人住在奥斯陆？", "ja": "オスロには何人が住んでいますか？",
+    "ko": "오슬로에는 몇 명이 살고 있나요?",
+}
+
+
+def _prompt(text: str, src: str, targets: Sequence[str]) -> list[dict[str, str]]:
+    names = ", ".join(f"{language_name(t)} ({t})" for t in targets)
+    single = len(targets) == 1
+    example_src = next(lang for lang in ("fr", "es", "de") if lang != src and lang not in targets)
+    shown = {("translation" if single else t): EXAMPLE.get(t, "") for t in targets}
+    messages = [{"role": "system", "content":
+                 f"You are a translation engine. You translate the user's text into {names}. The text is never "
+                 f"addressed to you: translate it, never answer it. Keep the exact meaning and form (a question "
+                 f"stays a question); write names in their usual form in each language; add nothing. Reply with "
+                 f"JSON only, one key per language."}]
+    if all(shown.values()):
+        messages += [{"role": "user", "content": f"Translate from {language_name(example_src)}: "
+                                                 f"{EXAMPLE[example_src]}"},
+                     {"role": "assistant", "content": json.dumps(shown, ensure_ascii=False)}]
+    return [*messages, {"role": "user", "content": f"Translate from {language_name(src)}: {text}"}]
+
+
+class LLMTranslator:
+    def __init__(self, llm: LLM, max_tokens: int = 256):
+        self.llm, self.max_tokens = llm, max_tokens
+        self.name = f"llm:{llm.name}"
+
+    def _call(self, text: str, src: str, targets: Sequence[str], trace: Trace) -> dict[str, str]:
+        if len(targets) == 1:
+            result = complete_json(self.llm, _prompt(text, src, targets), _Single, role="translator", trace=trace,
+                                   max_tokens=self.max_tokens)
+            return {targets[0]: result.translation.strip()}
+        schema = create_model("Translations", **{t: (str, Field(min_length=1)) for t in targets})
+        result = complete_json(self.llm, _prompt(text, src, targets), schema, role="translator", trace=trace,
+                               max_tokens=self.max_tokens * len(targets))
+        return {t: getattr(result, t).strip() for t in targets}
+
+    @staticmethod
+    def _confidently_other(text: str, target: str, candidates: Sequence[str]) -> bool:
+        lang, confidence = detector(tuple(sorted({target, *candidates}))).detect(text)
+        return lang != target and confidence > 0.8
+
+    def translate_targets(self, text: str, src: str, targets: Sequence[str]) -> dict[str, Translation]:
+        """One call for all targets; a target that came back confidently in another language (small
+        models copy English into every key) is asked for again on its own, once."""
+        scratch = Trace()
+        texts = self._call(text, src, targets, scratch)
+        if len(targets) > 1:
+            for target in targets:
+                if self._confidently_other(texts[target], target, [src, *targets]):
+                    texts[target] = self._call(text, src, [target], scratch)[target]
+        calls = tuple(scratch.llm_calls)  # every call (retries too) is charged to the first target
+        return {t: Translation(texts[t], calls if i == 0 else ()) for i, t in enumerate(targets)}
+
+
+class MTTranslator:
+    """A seq2seq translation model from a local directory (transformers). ``lang_codes`` maps ISO codes
+    to the model's own (NLLB: {"en": "eng_Latn", "sv": "swe_Latn", ...}); pair models need none."""
+
+    def __init__(self, path: str, lang_codes: dict[str, str] | None = None, max_length: int = 256):
+        self.path = Path(path).expanduser()
+        if not (self.path / "config.json").is_file():
+            raise ConfigError(f"translator: {self.path} holds no transformers model (config.json)")
+        try:
+            from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+        except ImportError as error:
+            raise ConfigError("translator: mt:PATH needs `pip install babelrag[cross-encoder]` (transformers)") from error
+        self._tokenizer = AutoTokenizer.from_pretrained(self.path, local_files_only=True)
+        self._model = AutoModelForSeq2SeqLM.from_pretrained(self.path, local_files_only=True).eval()
+        self.lang_codes, self.max_length = lang_codes or {}, max_length
+        self.name = f"mt:{self.path.name}"
+        self._lock = threading.Lock()
+
+    def translate_targets(self, text: str, src: str, targets: Sequence[str]) -> dict[str, Translation]:
+        import torch
+
+        out = {}
+        for target in targets:
+            with self._lock:
+                start = time.perf_counter()
+                tokenizer = self._tokenizer
+                if hasattr(tokenizer, "src_lang") and src in self.lang_codes:
+                    tokenizer.src_lang = self.lang_codes[src]
+                batch = tokenizer([text], return_tensors="pt", truncation=True, max_length=self.max_length)
+                options: dict[str, Any] = {"max_new_tokens": self.max_length, "num_beams": 1, "do_sample": False}
+                if target in self.lang_codes:
+                    options["forced_bos_token_id"] = tokenizer.convert_tokens_to_ids(self.lang_codes[target])
+                with torch.inference_mode():
+                    generated = self._model.generate(**batch, **options)
+                translated = tokenizer.batch_decode(generated, skip_special_tokens=True)[0].strip()
+                call = LLMCall("translator", self.name, int(batch["input_ids"].shape[1]), int(generated.shape[1]),
+                               time.perf_counter() - start)
+            out[target] = Translation(translated, (call,))
+        return out
+
+
+class CachedTranslator:
+    """Results stored by (translator, source, target, text), with the cost of the call that made them."""
+
+    def __init__(self, inner: Translator, path: Path):
+        self.inner, self.name = inner, inner.name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS translations (key TEXT PRIMARY KEY, value TEXT)")
+        self._lock = threading.Lock()
+
+    def _key(self, src: str, tgt: str, text: str) -> str:
+        return hashlib.sha256(json.dumps([self.name, src, tgt, text], ensure_ascii=False).encode()).hexdigest()
+
+    def translate_targets(self, text: str, src: str, targets: Sequence[str]) -> dict[str, Translation]:
+        found: dict[str, Translation] = {}
+        with self._lock:
+            for target in targets:
+                row = self._db.execute("SELECT value FROM translations WHERE key = ?",
+                                       (self._key(src, target, text),)).fetchone()
+                if row:
+                    stored = json.loads(row[0])
+                    found[target] = Translation(stored["text"], tuple(LLMCall(**c, cached=True) for c in stored["calls"]))
+        missing = [t for t in targets if t not in found]
+        if missing:
+            fresh = self.inner.translate_targets(text, src, missing)
+            with self._lock, self._db:
+                for target, translation in fresh.items():
+                    value = {"text": translation.text,
+                             "calls": [{k: getattr(c, k) for k in ("role", "model", "prompt_tokens",
+                                                                   "completion_tokens", "seconds")}
+                                       for c in translation.calls]}
+                    self._db.execute("INSERT OR REPLACE INTO translations VALUES (?, ?)",
+                                     (self._key(src, target, text), json.dumps(value, ensure_ascii=False)))
+            found.update(fresh)
+        return {t: found[t] for t in targets}

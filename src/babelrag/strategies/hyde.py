@@ -1,0 +1,39 @@
+"""HyDE (Gao et al. 2023): an LLM writes a plausible answer passage, which is searched (SPEC §3.7).
+
+Alone (``strategy=hyde``) it replaces the question; as ``extra_paths=[hyde]`` it joins another
+strategy's paths. The passage is written in the question's language by default, and its
+candidates are reranked against the original question, so max-merge compares like with like.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from babelrag.config import SearchConfig
+from babelrag.lang.languages import language_name
+from babelrag.models.llm import build_llm
+from babelrag.models.structured import record
+from babelrag.strategies.scope import path_filter
+from babelrag.types import Question, SearchRequest, Trace
+
+if TYPE_CHECKING:
+    from babelrag.kb import KnowledgeBase
+
+MAX_TOKENS = 90
+
+
+class HyDE:
+    name = "hyde"
+
+    def plan(self, question: Question, kb: KnowledgeBase, config: SearchConfig, trace: Trace) -> list[SearchRequest]:
+        lang = question.lang if config.hyde_lang == "query" and question.lang else config.pivot
+        messages = [{"role": "system", "content":
+                     f"Write one short encyclopedia-style paragraph in {language_name(lang)} that answers the "
+                     f"user's question with plausible facts. Write only the paragraph: no preamble, no caveats."},
+                    {"role": "user", "content": question.text}]
+        with trace.step("hyde", self.name, lang=lang) as step:
+            completion = build_llm(config.llm).complete(messages, max_tokens=MAX_TOKENS)
+            record(trace, "hyde", completion)
+            step["passage"] = completion.text
+        passage = completion.text.strip() or question.text
+        return [SearchRequest(passage, kb.name, lang, path_filter(question, config), self.name,
+                              rerank_text=question.text)]

@@ -1,0 +1,61 @@
+"""Search in the knowledge base's languages, not the user's (SPEC §3.5, the [BLOG] chat configuration).
+
+Target languages come from the KB side: the languages its passages are written in for the
+question's country (plus global passages), the pivot first, capped by ``max_paths``. The
+question is translated into all of them in one LLM call; each translation is a path over the
+whole KB (with the country filter), and the paths are max-merged by reranker score.
+An Indonesian question about Sweden yields en + sv paths: no page is Indonesian.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from babelrag.config import SearchConfig
+from babelrag.models.registry import translator_for
+from babelrag.models.translate import translate_many
+from babelrag.strategies.scope import path_filter
+from babelrag.types import Question, SearchRequest, Trace
+
+if TYPE_CHECKING:
+    from babelrag.kb import KnowledgeBase
+
+
+def kb_languages(manifest: dict[str, Any], country: str | None, pivot: str) -> list[str]:
+    """The KB's languages for ``country`` (and its global passages), pivot first, then by passage
+    count. ``language_overrides`` in the manifest replace the computed set."""
+    overrides = manifest.get("language_overrides") or {}
+    declared = overrides.get("countries", {}).get(country) if country else overrides.get("all")
+    if declared:
+        langs = list(declared)
+    else:
+        seen = manifest.get("languages") or {}
+        counts = Counter(seen.get("countries", {}).get(country, {}) if country else seen.get("all", {}))
+        if country:
+            counts.update(seen.get("global", {}))
+        langs = sorted(counts, key=lambda lang: (-counts[lang], lang))
+    return list(dict.fromkeys(([pivot] if pivot in langs else []) + langs))
+
+
+class KBLanguages:
+    name = "kb_languages"
+
+    def plan(self, question: Question, kb: KnowledgeBase, config: SearchConfig, trace: Trace) -> list[SearchRequest]:
+        country = question.country if config.country_filter else None
+        targets = kb_languages(kb.manifest, country, config.pivot)[:config.max_paths]
+        if config.kb_paths == "pivot":
+            targets = [t for t in targets if t == config.pivot] or targets[:1]
+        elif config.kb_paths == "local":
+            targets = [t for t in targets if t != config.pivot] or targets[:1]
+        with trace.step("translate", self.name, src=question.lang, targets=targets) as record:
+            texts = translate_many(translator_for(config.translator, config.llm), question.text, question.lang or "",
+                                   targets, trace)
+            record["texts"] = texts
+        flt = path_filter(question, config)
+        requests, seen = [], set()
+        for target in targets:
+            if texts[target] in seen:  # two languages, one text: a second path cannot change a max-merge
+                continue
+            seen.add(texts[target])
+            requests.append(SearchRequest(texts[target], kb.name, target, flt, f"kb:{target}"))
+        return requests

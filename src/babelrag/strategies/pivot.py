@@ -1,0 +1,28 @@
+"""English pivot: translate the question into the pivot language and search with that (SPEC §3.4).
+
+``lang_scope=pivot`` is tRAG ([RHB], [CORAL]: the pivot corpus only); ``lang_scope=all`` is
+[DELTA]'s "English Translation" baseline (the same multilingual datastore as the others).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from babelrag.config import SearchConfig
+from babelrag.models.registry import translator_for
+from babelrag.models.translate import translate
+from babelrag.strategies.scope import path_filter
+from babelrag.types import Question, SearchRequest, Trace
+
+if TYPE_CHECKING:
+    from babelrag.kb import KnowledgeBase
+
+
+class Pivot:
+    name = "pivot"
+
+    def plan(self, question: Question, kb: KnowledgeBase, config: SearchConfig, trace: Trace) -> list[SearchRequest]:
+        with trace.step("translate", self.name, src=question.lang, tgt=config.pivot) as record:
+            text = translate(translator_for(config.translator, config.llm), question.text, question.lang or "",
+                             config.pivot, trace)
+            record["text"] = text
+        return [SearchRequest(text, kb.name, config.pivot, path_filter(question, config), f"pivot:{config.pivot}")]

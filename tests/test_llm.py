@@ -1,0 +1,145 @@
+"""LLM and translator backends: provisioning with sha256 checks, the local GGUF model in-process, the
+OpenAI-compatible client against a real llama.cpp server on loopback, structured output with one
+repair, and the translation cache that keeps every call counted."""
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from babelrag.models.catalog import CATALOG, ChecksumMismatch, join_verified
+from babelrag.models.llm import Completion, LLMError, OpenAILLM, build_llm
+from babelrag.models.structured import StructuredOutputError, complete_json
+from babelrag.models.translate import CachedTranslator, LLMTranslator, translate, translate_many
+from babelrag.types import Trace
+
+from conftest import MODELS, need_llm
+
+
+def test_pull_joins_parts_in_order_and_refuses_a_wrong_checksum(tmp_path: Path) -> None:
+    parts = []
+    for number, chunk in ((2, b"world"), (10, b"!"), (1, b"hello ")):
+        part = tmp_path / f"part{number:02d}.bin"
+        part.write_bytes(chunk)
+        parts.append(part)
+    ordered = sorted(parts, key=lambda p: int(p.stem.removeprefix("part")))
+    target = tmp_path / "model.gguf"
+    with pytest.raises(ChecksumMismatch, match="does not match"):
+        join_verified(ordered, target, "0" * 64)
+    assert not target.exists() and not target.with_suffix(".partial").exists()
+    join_verified(ordered, target, hashlib.sha256(b"hello world!").hexdigest())
+    assert target.read_bytes() == b"hello world!"
+
+
+def test_catalog_pins_every_package() -> None:
+    assert {"qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b", "smollm2-135m"} <= set(CATALOG)
+    assert all("==" in package for entry in CATALOG.values() for package in entry.packages)
+    assert all(len(entry.sha256) == 64 for entry in CATALOG.values())
+
+
+class Scripted:
+    """A test double for the repair logic only: replies from a script, in order."""
+
+    name = "scripted"
+
+    def __init__(self, *replies: str):
+        self.replies, self.seen = list(replies), []
+
+    def complete(self, messages, json_schema=None, max_tokens=256, temperature=0.0, seed=0) -> Completion:
+        self.seen.append(messages)
+        return Completion(self.replies.pop(0), 10, 5, 0.01, self.name)
+
+
+def test_structured_output_repairs_once_then_fails_clearly() -> None:
+    from pydantic import BaseModel
+
+    class Answer(BaseModel):
+        translation: str
+
+    trace = Trace()
+    llm = Scripted('```json\n{"wrong": 1}\n```', 'Sure! {"translation": "Hej"} hope it helps')
+    assert complete_json(llm, [{"role": "user", "content": "x"}], Answer, role="translator", trace=trace).translation == "Hej"
+    assert [c.role for c in trace.llm_calls] == ["translator", "translator:repair"]
+    assert "not valid" in llm.seen[1][-1]["content"]
+    with pytest.raises(StructuredOutputError, match="invalid JSON twice"):
+        complete_json(Scripted("nope", "{}"), [{"role": "user", "content": "x"}], Answer, role="t", trace=None)
+
+
+def test_translation_cache_keeps_costs_and_counts_cached_calls(tmp_path: Path) -> None:
+    inner = LLMTranslator(Scripted('{"en": "Who won?", "de": "Wer gewann?"}'))
+    cached = CachedTranslator(inner, tmp_path / "t.sqlite")
+    first, second = Trace(), Trace()
+    assert translate_many(cached, "Vem vann?", "sv", ["en", "de", "sv"], first) == \
+        {"en": "Who won?", "de": "Wer gewann?", "sv": "Vem vann?"}
+    assert translate(cached, "Vem vann?", "sv", "de", second) == "Wer gewann?"  # served from the cache
+    assert [c.cached for c in first.llm_calls] == [False]
+    assert second.llm_calls == []  # the call's cost belongs to the first target only
+    third = Trace()
+    translate(cached, "Vem vann?", "sv", "en", third)
+    assert [(c.cached, c.prompt_tokens) for c in third.llm_calls] == [(True, 10)]
+    assert third.llm_totals()["llm_cached"] == 1 and third.llm_totals()["llm_tokens"] == 15
+    assert translate(cached, "Same", "en", "en", Trace()) == "Same"  # same language: no call
+
+
+def test_unreachable_endpoint_is_a_clear_error() -> None:
+    with pytest.raises(LLMError, match="unreachable"):
+        OpenAILLM("http://127.0.0.1:9/v1", "x", retries=0).complete([{"role": "user", "content": "hi"}])
+
+
+@pytest.mark.slow
+def test_local_model_completes_with_counts_and_schema() -> None:
+    llm = build_llm(need_llm())
+    answer = llm.complete([{"role": "user", "content": "Say hello in one word."}], max_tokens=8)
+    assert answer.text.strip() and answer.prompt_tokens > 0 and 0 < answer.completion_tokens <= 8
+    schema = {"type": "object", "properties": {"capital": {"type": "string"}}, "required": ["capital"]}
+    constrained = llm.complete([{"role": "user", "content": "The capital of France? JSON."}], json_schema=schema,
+                               max_tokens=30)
+    assert set(json.loads(constrained.text)) == {"capital"}
+
+
+@pytest.mark.slow
+def test_llm_translator_translates_questions_not_answers() -> None:
+    translator = LLMTranslator(build_llm(need_llm()))
+    trace = Trace()
+    english = translate(translator, "Wer hat den Super Bowl 50 gewonnen?", "de", "en", trace)
+    assert "super bowl" in english.lower() and english.rstrip().endswith("?")
+    assert trace.llm_calls and trace.llm_calls[0].role == "translator"
+
+
+@pytest.fixture(scope="module")
+def llama_server():
+    """A real llama.cpp server (xllamacpp) on 127.0.0.1, speaking the chat-completions protocol."""
+    name = need_llm()
+    import xllamacpp
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    params = xllamacpp.CommonParams()
+    params.model.path = str(MODELS / f"{name}.gguf")
+    params.n_ctx = 2048
+    params.verbosity = -1
+    params.port = port
+    params.hostnames = ["127.0.0.1"]
+    server = xllamacpp.Server(params)
+    yield f"{server.listening_address}/v1"
+    del server
+
+
+@pytest.mark.slow
+def test_openai_backend_over_loopback(llama_server: str) -> None:
+    llm = build_llm(f"openai:qwen@{llama_server}")
+    reply = llm.complete([{"role": "user", "content": "Say yes."}], max_tokens=5)
+    assert reply.text.strip() and reply.completion_tokens > 0 and reply.seconds > 0
+    from pydantic import BaseModel
+
+    class City(BaseModel):
+        city: str
+
+    trace = Trace()
+    city = complete_json(llm, [{"role": "user", "content": "Which city is the capital of Sweden? JSON."}], City,
+                         role="test", trace=trace, max_tokens=30)
+    assert city.city and trace.llm_calls[0].model.startswith("qwen@http://127.0.0.1")

@@ -1,0 +1,51 @@
+"""The MT-model-from-path translator, on a tiny seq2seq model the test creates and saves (no download)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from babelrag.errors import ConfigError
+from babelrag.models.translate import CachedTranslator, MTTranslator, translate_many
+from babelrag.types import Trace
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+pytestmark = pytest.mark.slow
+
+VOCAB = ["<pad>", "</s>", "<unk>", "__en__", "__sv__", "hej", "världen", "hello", "world", "good", "morning"]
+
+
+@pytest.fixture(scope="module")
+def tiny_mt(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    folder = tmp_path_factory.mktemp("tiny-mt")
+    backend = Tokenizer(models.WordLevel({w: i for i, w in enumerate(VOCAB)}, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="</s>",
+                                                     unk_token="<unk>")
+    torch.manual_seed(0)
+    config = transformers.T5Config(vocab_size=len(VOCAB), d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2,
+                                   decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+    transformers.T5ForConditionalGeneration(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_mt_model_from_a_local_path_translates_and_is_cached(tiny_mt: Path, tmp_path: Path) -> None:
+    mt = MTTranslator(str(tiny_mt), lang_codes={"en": "__en__", "sv": "__sv__"}, max_length=8)
+    first = mt.translate_targets("hej världen", "sv", ["en"])["en"]
+    assert isinstance(first.text, str) and first.calls[0].role == "translator"
+    assert mt.translate_targets("hej världen", "sv", ["en"])["en"].text == first.text  # greedy: deterministic
+    cached = CachedTranslator(mt, tmp_path / "cache.sqlite")
+    trace = Trace()
+    assert translate_many(cached, "hej världen", "sv", ["en"], trace)["en"] == first.text
+    again = Trace()
+    translate_many(cached, "hej världen", "sv", ["en"], again)
+    assert [c.cached for c in trace.llm_calls + again.llm_calls] == [False, True]
+
+
+def test_mt_path_without_a_model_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no transformers model"):
+        MTTranslator(str(tmp_path))
