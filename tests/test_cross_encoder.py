@@ -72,6 +72,17 @@ def test_onnx_export_from_a_local_path(tiny_model) -> None:
     assert np.allclose(scores, expected(model, tokenizer, "what is the capital of sweden ?", TEXTS), atol=1e-4)
 
 
+def test_a_checkpoint_without_a_trained_head_is_refused(tiny_model, tmp_path: Path) -> None:
+    """SPEC §8.1: a sentence-embedding checkpoint loaded through a classification class gets a random
+    head; its "relevance" would be an arbitrary projection. Refuse it."""
+    folder, model, tokenizer = tiny_model
+    bare = tmp_path / "bi-encoder"
+    model.bert.save_pretrained(bare)  # the encoder only, as a bi-encoder checkpoint ships
+    tokenizer.save_pretrained(bare)
+    with pytest.raises(ConfigError, match="no trained relevance head"):
+        CrossEncoderReranker(str(bare))
+
+
 def test_bad_paths_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not a directory"):
         CrossEncoderReranker(str(tmp_path / "missing"))

@@ -62,6 +62,14 @@ class SearchConfig(BaseModel):
     merge: Literal["max", "rrf"] = "max"
     threshold: float | None = None
     k: int = Field(10, ge=1, le=1000)
+    # answer side: the context strategy over the top ``generate_k`` passages, then the generator
+    context: str = "multirag"  # none (no retrieval: no-RAG) | multirag | crossrag | dkm | qtt
+    generate_k: int = Field(5, ge=1, le=50)
+    generator: str | None = None  # the generator LLM (default: ``llm``)
+    answer_tokens: int = Field(64, ge=1, le=4096)
+    dkm_combine: Literal["sets", "pairs"] = "sets"
+    dkm_parts: Literal["both", "translated", "refined"] = "both"  # the paper's ablations
+    qtt_min_score: float | None = Field(None, ge=0, le=5)  # QTT's hard-filter variant
 
     @model_validator(mode="after")
     def _scores_need_a_fixed_scale(self) -> SearchConfig:
@@ -114,6 +122,12 @@ PRESETS: dict[str, dict[str, Any]] = {
     "trag": {"strategy": "pivot", "lang_scope": "pivot", "rerank": "dense"},
     "english-translation": {"strategy": "pivot", "lang_scope": "all", "rerank": "dense"},
     "delta": {"strategy": "delta", "lang_scope": "all", "rerank": "dense"},
+    # the papers' context strategies (SPEC §4); they combine with any of the above: delta+crossrag
+    "norag": {"context": "none"},
+    "crossrag": {"context": "crossrag"},
+    "dkm": {"context": "dkm"},
+    "qtt": {"context": "qtt"},
+    "qtt-filter": {"context": "qtt", "qtt_min_score": 3.0},
     "default": {},
 }
 
@@ -140,7 +154,23 @@ def parse_overrides(pairs: Iterable[str]) -> dict[str, Any]:
     return overrides
 
 
+def _compose(name: str) -> dict[str, Any]:
+    """A preset, or presets joined by "+" (``delta+crossrag``, ``+country+qtt``), merged left to right;
+    the longest known name wins at each point, so "+country" and "hybrid+rerank" stay whole."""
+    values: dict[str, Any] = {}
+    rest = name
+    while rest:
+        parts = rest.split("+")
+        for end in range(len(parts), 0, -1):
+            head = "+".join(parts[:end])
+            if head in PRESETS:
+                values = _merge(values, PRESETS[head])
+                rest = "+".join(parts[end:])
+                break
+        else:
+            raise ConfigError(f"preset: unknown '{name}' (known: {', '.join(PRESETS)}, or several joined by '+')")
+    return values
+
+
 def preset_config(name: str = "default", overrides: dict[str, Any] | None = None) -> SearchConfig:
-    if name not in PRESETS:
-        raise ConfigError(f"preset: unknown '{name}' (known: {', '.join(PRESETS)})")
-    return make_config(_merge(PRESETS[name], overrides or {}))
+    return make_config(_merge(_compose(name), overrides or {}))

@@ -183,3 +183,48 @@ class SearchResult:
                 "evidence": [dict(h.to_dict(), text=h.passage.text, title=h.passage.title)
                              for h in self.evidence.hits],
                 "passed": self.passed, "trace": self.trace.to_dict()}
+
+
+@dataclass(frozen=True, slots=True)
+class ContextPassage:
+    """A passage as the generator will read it: possibly translated or rewritten, with tags.
+
+    ``number`` is how the prompt names it ([1], [2], …), so a citation maps back to its passage.
+    """
+
+    number: int
+    passage: Passage
+    text: str
+    lang: str
+    translated: bool = False
+    kind: str = "retrieved"  # retrieved | translated | refined
+    tags: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    strategy: str
+    passages: tuple[ContextPassage, ...] = ()
+    instruction: str = ""  # extra generator guidance a context strategy needs (QTT's trust order)
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """Generated text only (never the prompt), its citations, and everything that led to it."""
+
+    question: Question
+    text: str
+    citations: tuple[ContextPassage, ...]
+    cited_how: str  # "cited" (the model named them) | "attributed" (overlap with the answer) | "none"
+    context: Context
+    search: SearchResult | None
+    trace: Trace
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"question": asdict(self.question), "answer": self.text, "cited_how": self.cited_how,
+                "citations": [{"number": c.number, "id": c.passage.id, "doc_id": c.passage.doc_id,
+                               "lang": c.lang, "source_lang": c.passage.lang, "translated": c.translated,
+                               "kind": c.kind, "text": c.text} for c in self.citations],
+                "context": {"strategy": self.context.strategy, "passages": len(self.context.passages)},
+                "evidence": [h.to_dict() for h in self.search.evidence.hits] if self.search else [],
+                "trace": self.trace.to_dict()}

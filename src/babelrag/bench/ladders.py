@@ -1,7 +1,7 @@
 """Ladders: ordered configurations, each changing one thing from the previous step.
 
-Steps that call an LLM (translation, HyDE, DELTA) run on a per-cell sample of the questions
-(``llm_per_cell``); every other step runs on all of them. A step's latency is also reported as
+Steps that call an LLM (translation, HyDE, DELTA, answer generation) run on a per-cell sample of
+the questions (``llm_per_cell``); every other step runs on all of them. A step's latency is also reported as
 a ratio to its ``baseline`` step (default: the previous one).
 """
 from __future__ import annotations
@@ -20,6 +20,7 @@ class Step:
     # take τ from this earlier step's traces (SPEC §2.2), instead of the preset's value
     calibrate_threshold_from: str | None = None
     baseline: str | None = None
+    answer: bool = False  # generate answers and score them (the QA ladders)
 
 
 _SINGLE = "+country"  # the reranked single path every query strategy is measured against
@@ -59,6 +60,32 @@ LADDERS: dict[str, list[Step]] = {
         Step("kb: pivot path only", "chat", {"kb_paths": "pivot"}, calibrate_threshold_from=_TAU, baseline=_SINGLE),
         Step("kb: local path only", "chat", {"kb_paths": "local"}, calibrate_threshold_from=_TAU, baseline=_SINGLE),
         Step("kb: both paths", "chat", calibrate_threshold_from=_TAU, baseline=_SINGLE),
+    ],
+    # end to end (SPEC §4, §7): no-RAG → monoRAG → MultiRAG → CrossRAG → DKM-RAG (and its two ablations)
+    # → QTT-RAG (and its hard filter), then the chat configuration's paths with each context strategy
+    "qa": [
+        Step("no-RAG", "norag", answer=True),
+        Step("monoRAG", "monorag", answer=True),
+        Step("MultiRAG", "multirag", answer=True),
+        Step("CrossRAG", "multirag+crossrag", answer=True, baseline="MultiRAG"),
+        Step("DKM-RAG", "multirag+dkm", answer=True, baseline="MultiRAG"),
+        Step("DKM w/o refined", "multirag+dkm", {"dkm_parts": "translated"}, answer=True, baseline="MultiRAG"),
+        Step("DKM w/o translated", "multirag+dkm", {"dkm_parts": "refined"}, answer=True, baseline="MultiRAG"),
+        Step("QTT-RAG", "multirag+qtt", answer=True, baseline="MultiRAG"),
+        Step("QTT-RAG (filter)", "multirag+qtt-filter", answer=True, baseline="MultiRAG"),
+        Step("chat+multirag", "chat", {"threshold": None}, answer=True, baseline="MultiRAG"),
+        Step("chat+crossrag", "chat+crossrag", {"threshold": None}, answer=True, baseline="MultiRAG"),
+        Step("chat+dkm", "chat+dkm", {"threshold": None}, answer=True, baseline="MultiRAG"),
+        Step("chat+qtt", "chat+qtt", {"threshold": None}, answer=True, baseline="MultiRAG"),
+    ],
+    # the six papers' steps only: what `bench --qa --quick` runs
+    "qa-core": [
+        Step("no-RAG", "norag", answer=True),
+        Step("monoRAG", "monorag", answer=True),
+        Step("MultiRAG", "multirag", answer=True),
+        Step("CrossRAG", "multirag+crossrag", answer=True, baseline="MultiRAG"),
+        Step("DKM-RAG", "multirag+dkm", answer=True, baseline="MultiRAG"),
+        Step("QTT-RAG", "multirag+qtt", answer=True, baseline="MultiRAG"),
     ],
     # how to fuse the dense and keyword arms (the choice behind the hybrid default)
     "fusion": [

@@ -126,37 +126,57 @@ def latency_ratios(results: dict[str, RunResult], steps: list[Step]) -> dict[str
     return out
 
 
+def qa_smoke_sample(questions: list[GoldenQuestion], pivot: str = "en") -> list[GoldenQuestion]:
+    """Two questions for a QA smoke test that exercise translation: from the country KBs, one asked in a
+    non-pivot language whose gold page exists in that language, one whose gold page does not."""
+    candidates = sorted((q for q in questions if q.kb != "pooled" and q.lang != pivot
+                         and "gold_in_question_lang" in q.tags), key=lambda q: hashlib.sha1(q.id.encode()).hexdigest())
+    picked = [next((q for q in candidates if q.tags["gold_in_question_lang"] == flag), None) for flag in ("true", "false")]
+    chosen = [q for q in picked if q is not None] or sorted(questions, key=lambda q: q.id)[:2]
+    return [q for q in questions if q in chosen]
+
+
+def _step_questions(step: Step, config: SearchConfig, golden: list[GoldenQuestion], quick: bool,
+                    per_cell: int | None, explicit: bool) -> list[GoldenQuestion]:
+    if not (step.answer or uses_llm(config)):
+        return golden
+    if quick and not explicit:  # smoke tests; measurements use --llm-per-cell
+        return qa_smoke_sample(golden) if step.answer else llm_sample(golden, 1, by_kb=True, skip_kbs=("pooled",))
+    return llm_sample(golden, per_cell)
+
+
 def run_bench(out: Path, data: Path, quick: bool = False, ladder_name: str = "blog", store: str | None = None,
               seed: int = 13, llm: str | None = None, llm_per_cell: int | None = None) -> dict[str, Any]:
-    """``llm_per_cell``: questions per cell for the LLM steps (default 20; ``quick``: one per KB)."""
+    """``llm_per_cell``: questions per cell for the LLM steps (default 20, and 1 for answering ladders);
+    ``quick`` without it: one question per country KB for the LLM steps, two questions for answering."""
     started = time.perf_counter()
     store = store or str(home() / "bench" / "store")
     out.mkdir(parents=True, exist_ok=True)
     bench = build_data(data, out / "data", quick, seed)
-    ensure_indexes(bench.indexes, store)
-    per_cell = llm_per_cell if llm_per_cell is not None else (1 if quick else 20)
     steps = ladder(ladder_name)
-    results: dict[str, RunResult] = {}
-    calibration: dict[str, Any] = {}
+    answering = any(step.answer for step in steps)
+    per_cell = llm_per_cell if llm_per_cell is not None else (1 if answering else 20)
     notes = list(bench.notes)
+    plan: list[tuple[int, Step, dict[str, Any], list[GoldenQuestion]]] = []
     for number, step in enumerate(steps, start=1):
         overrides = dict(step.overrides, **({"llm": llm} if llm else {}))
+        config = preset_config(step.preset, overrides)
+        if (step.answer or uses_llm(config)) and (problem := _llm_available(config.llm)):
+            notes.append(f"step '{step.name}' skipped: {problem}")
+            continue
+        plan.append((number, step, overrides, _step_questions(step, config, bench.golden, quick, per_cell,
+                                                              llm_per_cell is not None)))
+    needed = {q.index for _, _, _, questions in plan for q in questions}
+    ensure_indexes({name: path for name, path in bench.indexes.items() if name in needed}, store)
+    results: dict[str, RunResult] = {}
+    calibration: dict[str, Any] = {}
+    for number, step, overrides, questions in plan:
         if step.calibrate_threshold_from:
             source = step.calibrate_threshold_from
             calibration.setdefault(source, calibrate_threshold(results[source].rows))
-            overrides["threshold"] = round(calibration[source]["threshold"], 6)
-        config = preset_config(step.preset, overrides)
-        questions = bench.golden
-        if uses_llm(config):
-            problem = _llm_available(config.llm)
-            if problem:
-                notes.append(f"step '{step.name}' skipped: {problem}")
-                continue
-            # quick: a smoke test of each method, one question per country KB (pooled left out);
-            # measurements use --llm-per-cell
-            smoke = quick and llm_per_cell is None
-            questions = llm_sample(bench.golden, per_cell, by_kb=smoke, skip_kbs=("pooled",) if smoke else ())
-        results[step.name] = run_config(step.name, config, questions, out / f"{number:02d}-{_slug(step.name)}", store)
+            overrides = dict(overrides, threshold=round(calibration[source]["threshold"], 6))
+        results[step.name] = run_config(step.name, preset_config(step.preset, overrides), questions,
+                                        out / f"{number:02d}-{_slug(step.name)}", store, answer=step.answer)
     from babelrag.evaluate.report import comparisons, write_reports
 
     summary = {"configs": {name: r.metrics for name, r in results.items()},
@@ -164,7 +184,7 @@ def run_bench(out: Path, data: Path, quick: bool = False, ladder_name: str = "bl
                "comparisons": comparisons(list(results.values())), "calibration": calibration,
                "latency_ratios": latency_ratios(results, steps),
                "data": {"source": str(data), "quick": quick, "seed": seed, "questions": len(bench.golden),
-                        "llm": llm, "llm_per_cell": per_cell, "indexes": sorted(bench.indexes), "notes": notes},
+                        "llm": llm, "llm_per_cell": per_cell, "indexes": sorted(needed), "notes": notes},
                "seconds": time.perf_counter() - started}
     (out / "metrics.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")
     write_reports(summary, out)

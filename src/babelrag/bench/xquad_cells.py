@@ -128,7 +128,7 @@ def build(recipe: CellsRecipe, out: Path) -> dict[str, Any]:
                 golden.append(GoldenQuestion(
                     id=f"{country.code}:{lang}:{q.qid}", question=q.text, lang=lang, kb=country.kb,
                     index=CELLS_INDEX, country=country.code, gold_pages=(q.page,), answers=corpus.answers(q.qid),
-                    tags={"split": "dev" if rng.random() < recipe.dev_share else "test",
+                    tags={"split": "dev" if rng.random() < recipe.dev_share else "test", "qid": q.qid,
                           "gold_langs": ",".join(held), "gold_in_question_lang": str(lang in held).lower()}))
     pooled_pages = [p for a in recipe.pooled_articles for p in pages_of.get(a, [])]
     for lang in corpus.langs:
@@ -143,7 +143,8 @@ def build(recipe: CellsRecipe, out: Path) -> dict[str, Any]:
             golden.append(GoldenQuestion(
                 id=f"pooled:{lang}:{q.qid}", question=q.text, lang=lang, kb="pooled", index=POOLED_INDEX,
                 gold_pages=(q.page,), answers=corpus.answers(q.qid),
-                tags={"split": "dev" if rng.random() < recipe.dev_share else "test", "gold_langs": "all"}))
+                tags={"split": "dev" if rng.random() < recipe.dev_share else "test", "gold_langs": "all",
+                      "qid": q.qid}))
     write_jsonl(out / "kb-cells.jsonl", cells_rows)
     write_jsonl(out / "kb-pooled.jsonl", pooled_rows)
     save_golden(golden, out / "golden.jsonl")

@@ -17,8 +17,9 @@ BOOTSTRAP = 1000
 MEAN_METRICS = ("recall@1", "recall@3", "recall@5", "recall@10", "recall@20", "hit@1", "hit@3", "hit@5",
                 "hit@10", "hit@20", "mrr", "ndcg@10", "docs_passed", "llm_calls", "llm_tokens", "llm_seconds",
                 "llm_cached")
+ANSWER_METRICS = ("answer_char3", "answer_em", "answer_lang_ok", "answer_lang_unclassified")
 TIMINGS = ("latency_ms", "retrieval_ms")  # wall time per question; retrieval_ms leaves out waiting for models
-CI_METRICS = ("recall@10", "mrr", "docs_passed")
+CI_METRICS = ("recall@10", "mrr", "docs_passed", "answer_char3")
 
 
 def bootstrap_ci(values: Sequence[float], seed: int = 0, resamples: int = BOOTSTRAP) -> tuple[float, float]:
@@ -33,7 +34,7 @@ def bootstrap_ci(values: Sequence[float], seed: int = 0, resamples: int = BOOTST
 def summarise(rows: Sequence[Mapping[str, Any]], seed: int = 0) -> dict[str, Any]:
     """Means of every per-question metric present, latency percentiles, CIs for the headline metrics."""
     out: dict[str, Any] = {"n": len(rows)}
-    for metric in MEAN_METRICS + tuple(k for k in (rows[0] if rows else {}) if k.startswith("answer_")):
+    for metric in MEAN_METRICS + ANSWER_METRICS:
         values = [r[metric] for r in rows if r.get(metric) is not None]
         if values:
             out[metric] = float(np.mean(values))

@@ -15,15 +15,23 @@ from babelrag.errors import ConfigError
 from babelrag.evaluate.runs import RunResult, load_run
 from babelrag.evaluate.significance import compare
 
-MATRIX_METRICS = ("recall@10", "mrr", "docs_passed")
-TESTED_METRICS = ("recall@10", "mrr")
+RETRIEVAL_METRICS = ("recall@10", "mrr", "docs_passed")
+ANSWER_METRICS = ("answer_char3", "answer_em", "answer_lang_ok")
+TESTED_METRICS = ("recall@10", "mrr", "answer_char3", "answer_em")
 SIGNIFICANT = 0.05
 
 
 def comparisons(results: list[RunResult]) -> list[dict[str, Any]]:
-    """Each configuration against the previous one, per cell and overall (paired randomisation test)."""
-    return [{"from": a.name, "to": b.name, **{m: compare(a.rows, b.rows, m) for m in TESTED_METRICS}}
+    """Each configuration against the previous one, per cell and overall (paired randomisation test),
+    on every metric both runs have."""
+    return [{"from": a.name, "to": b.name,
+             **{m: compare(a.rows, b.rows, m) for m in TESTED_METRICS
+                if any(m in r for r in a.rows) and any(m in r for r in b.rows)}}
             for a, b in zip(results, results[1:])]
+
+
+def _answering(summary: dict[str, Any]) -> bool:
+    return any("answer_char3" in cfg["overall"] for cfg in summary["configs"].values())
 
 
 def load_summary(folders: list[Path]) -> dict[str, Any]:
@@ -61,6 +69,9 @@ def markdown(summary: dict[str, Any]) -> str:
     names = list(configs)
     columns = ["n", "recall@10", "recall@1", "mrr", "ndcg@10", "docs_passed", "retrieval_ms_p50", "llm_calls",
                "llm_tokens", "llm_seconds"]
+    if _answering(summary):
+        columns[1:1] = ["answer_char3", "answer_em", "answer_lang_ok", "answer_lang_unclassified"]
+    matrix = "answer_char3" if _answering(summary) else "recall@10"
     ratios = summary.get("latency_ratios", {})
     lines = ["# babelrag — retrieval by cell", ""]
     data = summary.get("data")
@@ -85,23 +96,23 @@ def markdown(summary: dict[str, Any]) -> str:
     langs = sorted({c["lang"] for cfg in configs.values() for c in cfg["cells"]})
     for name in names:
         cells = {_cell_key(c): c for c in configs[name]["cells"]}
-        lines += ["", f"## {name}: Recall@10 by cell (n; * = fewer than 30 questions)", "",
+        lines += ["", f"## {name}: {matrix} by cell (n; * = fewer than 30 questions)", "",
                   "| KB | " + " | ".join(langs) + " |", "|---" * (len(langs) + 1) + "|"]
         for kb in kbs:
             row = []
             for lang in langs:
                 cell = cells.get((kb, lang))
                 row.append("not asked" if cell is None else
-                           f"{cell['recall@10']:.3f} ({cell['n']}{'*' if cell['small'] else ''})")
+                           f"{_fmt(cell.get(matrix))} ({cell['n']}{'*' if cell['small'] else ''})")
             lines.append(f"| {kb} | " + " | ".join(row) + " |")
-        ranked = sorted(cells.values(), key=lambda c: (c["recall@10"], c["mrr"]))
-        worst = ", ".join(f"{c['kb']}/{c['lang']} {c['recall@10']:.3f}" for c in ranked[:3])
-        best = ", ".join(f"{c['kb']}/{c['lang']} {c['recall@10']:.3f}" for c in ranked[::-1][:3])
+        ranked = sorted(cells.values(), key=lambda c: (c.get(matrix, 0.0), c.get("mrr", 0.0)))
+        worst = ", ".join(f"{c['kb']}/{c['lang']} {_fmt(c.get(matrix))}" for c in ranked[:3])
+        best = ", ".join(f"{c['kb']}/{c['lang']} {_fmt(c.get(matrix))}" for c in ranked[::-1][:3])
         lines += ["", f"Worst cells: {worst}. Best cells: {best}."]
     lines += ["", "## Significant changes (paired randomisation test, p < 0.05)", ""]
     found = False
     for comparison in summary["comparisons"]:
-        for metric in TESTED_METRICS:
+        for metric in (m for m in TESTED_METRICS if m in comparison):
             test = comparison[metric]
             changed = [c for c in test["cells"] if c["p"] < SIGNIFICANT]
             overall = test["overall"]
@@ -124,9 +135,11 @@ def html_data(summary: dict[str, Any]) -> dict[str, Any]:
         comparison = comparisons_by_target.get(name)
         if comparison:
             deltas[name] = {m: {f"{c['kb']}|{c['lang']}": {"delta": c["delta"], "p": c["p"]}
-                                for c in comparison[m]["cells"]} for m in TESTED_METRICS}
+                                for c in comparison[m]["cells"]} for m in TESTED_METRICS if m in comparison}
     data = summary.get("data") or {}
-    return {"title": "babelrag — retrieval by cell", "configs": list(configs), "metrics": list(MATRIX_METRICS),
+    metrics = [*(ANSWER_METRICS if _answering(summary) else ()), *RETRIEVAL_METRICS]
+    return {"title": "babelrag — " + ("answers" if _answering(summary) else "retrieval") + " by cell",
+            "configs": list(configs), "metrics": metrics,
             "kbs": sorted({c["kb"] for cfg in configs.values() for c in cfg["cells"]}),
             "langs": sorted({c["lang"] for cfg in configs.values() for c in cfg["cells"]}),
             "cells": cells, "deltas": deltas, "overall": {n: cfg["overall"] for n, cfg in configs.items()},

@@ -18,17 +18,21 @@ from typing import Any
 from babelrag import __version__
 from babelrag.config import SearchConfig
 from babelrag.errors import ConfigError
+from babelrag.evaluate.answers import answer_language_correct, char3gram_recall, flexible_exact_match
 from babelrag.evaluate.cells import by_cell
 from babelrag.evaluate.golden import GoldenQuestion
 from babelrag.evaluate.metrics import retrieval_scores
+from babelrag.generate.answerer import Answerer
+from babelrag.generate.generator import strip_citations
 from babelrag.kb import KnowledgeBase
 from babelrag.paths import cache_dir
 from babelrag.progress import progress
 from babelrag.retrieve.cache import RetrievalCache
 from babelrag.retrieve.pipeline import Searcher
-from babelrag.types import SearchResult
+from babelrag.types import Answer, SearchResult, Trace
 
 COMPLETE = "COMPLETE"
+FROZEN = ("config", "golden", "index", "answer")  # what must match for a folder to be resumed
 
 
 @dataclass(frozen=True)
@@ -39,17 +43,32 @@ class RunResult:
     metrics: dict[str, Any]
 
 
-def _question_row(question: GoldenQuestion, result: SearchResult, seconds: float) -> dict[str, Any]:
-    pages = result.evidence.doc_ids()
-    waited = sum(c.seconds for c in result.trace.llm_calls if not c.cached)  # model time this run really spent
+def _question_row(question: GoldenQuestion, result: SearchResult | None, trace: Trace,
+                  seconds: float) -> dict[str, Any]:
+    waited = sum(c.seconds for c in trace.llm_calls if not c.cached)  # model time this run really spent
     row = {"id": question.id, "kb": question.kb, "lang": question.lang, "country": question.country,
-           "tags": dict(question.tags),
-           "gold_pages": list(question.gold_pages), "ranked_pages": pages,
-           "evidence": [h.to_dict() for h in result.evidence.hits], "docs_passed": result.passed,
-           "latency_ms": seconds * 1000, "retrieval_ms": max(0.0, seconds - waited) * 1000,
-           **result.trace.llm_totals(), **retrieval_scores(pages, question.gold_pages)}
-    row["trace"] = result.trace.to_dict()
+           "tags": dict(question.tags), "gold_pages": list(question.gold_pages),
+           "latency_ms": seconds * 1000, "retrieval_ms": max(0.0, seconds - waited) * 1000, **trace.llm_totals()}
+    if result is not None:
+        pages = result.evidence.doc_ids()
+        row.update(ranked_pages=pages, evidence=[h.to_dict() for h in result.evidence.hits], docs_passed=result.passed,
+                   **retrieval_scores(pages, question.gold_pages))
+    else:
+        row.update(ranked_pages=[], evidence=[], docs_passed=0)
     return row
+
+
+def _answer_fields(question: GoldenQuestion, answer: Answer, languages: Sequence[str]) -> dict[str, Any]:
+    """Answer metrics on the generated text only (never the prompt: SPEC §8.6), against the gold
+    answers in the question's language."""
+    scored = strip_citations(answer.text)
+    references = question.answers_in(question.lang)
+    lang_ok = answer_language_correct(scored, question.lang, languages)
+    return {"answer": answer.text, "answer_scored": scored, "cited_how": answer.cited_how,
+            "citations": [c.passage.id for c in answer.citations],
+            "answer_char3": char3gram_recall(scored, references) if references else None,
+            "answer_em": float(flexible_exact_match(scored, references)) if references else None,
+            "answer_lang_ok": lang_ok, "answer_lang_unclassified": float(lang_ok is None)}
 
 
 def golden_fingerprint(questions: Sequence[GoldenQuestion]) -> str:
@@ -71,15 +90,18 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
 
 
 def run_config(name: str, config: SearchConfig, questions: Sequence[GoldenQuestion], folder: Path,
-               store: str | None = None, index: str | None = None, cache: bool = True) -> RunResult:
-    """Evaluate ``config`` on ``questions``. ``index`` overrides each question's own index/kb."""
+               store: str | None = None, index: str | None = None, cache: bool = True,
+               answer: bool = False) -> RunResult:
+    """Evaluate ``config`` on ``questions`` (with ``answer``: generate and score answers too).
+    ``index`` overrides each question's own index/kb."""
     folder.mkdir(parents=True, exist_ok=True)
     frozen = {"name": name, "config": config.model_dump(mode="json"), "golden": golden_fingerprint(questions),
-              "questions": len(questions), "store": store, "index": index, "babelrag_version": __version__}
+              "questions": len(questions), "store": store, "index": index, "answer": answer,
+              "babelrag_version": __version__}
     config_file = folder / "config.json"
     if config_file.exists():
         before = json.loads(config_file.read_text(encoding="utf-8"))
-        if {k: before.get(k) for k in ("config", "golden", "index")} != {k: frozen[k] for k in ("config", "golden", "index")}:
+        if {k: before.get(k) for k in FROZEN} != {k: frozen[k] for k in FROZEN}:
             raise ConfigError(f"run folder {folder} holds another configuration or golden set; use a new --out")
         if (folder / COMPLETE).exists():
             rows = _read_rows(folder / "traces.jsonl")
@@ -98,11 +120,20 @@ def run_config(name: str, config: SearchConfig, questions: Sequence[GoldenQuesti
     with open(traces, "a", encoding="utf-8") as out, progress(f"{name}", len(todo)) as advance:
         for kb_name, group in by_index.items():
             with KnowledgeBase.open(kb_name, store) as kb:
-                searcher = Searcher(kb, config, retrieval_cache)
+                runner = Answerer(kb, config, retrieval_cache) if answer else Searcher(kb, config, retrieval_cache)
+                languages = sorted(set(kb.manifest["languages"].get("all", {})) | {"en"})
                 for question in group:
                     start = time.perf_counter()
-                    result = searcher.search(question.as_question())
-                    row = _question_row(question, result, time.perf_counter() - start)
+                    if isinstance(runner, Answerer):
+                        reply = runner.ask(question.as_question())
+                        row = _question_row(question, reply.search, reply.trace, time.perf_counter() - start)
+                        row.update(_answer_fields(question, reply, languages))
+                        trace = reply.trace
+                    else:
+                        result = runner.search(question.as_question())
+                        row = _question_row(question, result, result.trace, time.perf_counter() - start)
+                        trace = result.trace
+                    row["trace"] = trace.to_dict()
                     out.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
                     out.flush()
                     rows.append(row)

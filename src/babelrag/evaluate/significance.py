@@ -34,9 +34,10 @@ def paired_test(a: Sequence[float], b: Sequence[float], seed: int = 0,
 
 def compare(rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[str, Any]], metric: str,
             seed: int = 0) -> dict[str, Any]:
-    """Per cell and overall, on the questions both runs answered (matched by id)."""
+    """Per cell and overall, on the questions both runs scored on ``metric`` (matched by id)."""
     b_by_id = {r["id"]: r for r in rows_b}
-    pairs = [(r, b_by_id[r["id"]]) for r in rows_a if r["id"] in b_by_id]
+    pairs = [(r, b_by_id[r["id"]]) for r in rows_a
+             if r["id"] in b_by_id and r.get(metric) is not None and b_by_id[r["id"]].get(metric) is not None]
     cells: dict[tuple[str, str], list] = defaultdict(list)
     for pair in pairs:
         cells[(pair[0]["kb"], pair[0]["lang"])].append(pair)

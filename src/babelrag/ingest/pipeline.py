@@ -72,12 +72,20 @@ def _passages(records: Sequence[Located], detect_languages: Sequence[str], budge
 
 def index_sources(kb_name: str, sources: Sequence[str], store: Store | str | None = None,
                   options: IngestOptions = IngestOptions()) -> IngestReport:
-    started = time.perf_counter()
     records = validate_all(chain.from_iterable(read_source(s, options.encoding) for s in sources), options.defaults)
-    store = resolve_store(store)
-    if options.rebuild and store.exists(kb_name):
+    return index_records(kb_name, records, store, options)
+
+
+def index_records(kb_name: str, records: Sequence[Located], store: Store | str | None = None,
+                  options: IngestOptions = IngestOptions(), kb: KnowledgeBase | None = None) -> IngestReport:
+    """Index validated records. ``kb``: an already-open KB (a service owns its shards), left open."""
+    started = time.perf_counter()
+    owned = kb is None
+    store = kb.store if kb is not None else resolve_store(store)
+    if owned and options.rebuild and store.exists(kb_name):
         store.drop(kb_name)
-    kb = KnowledgeBase.open(kb_name, store) if store.exists(kb_name) else None
+    if owned and store.exists(kb_name):
+        kb = KnowledgeBase.open(kb_name, store)
     try:
         embedder = kb.embedder if kb else embedder_for(options.embedder)
         chunking = kb.manifest["chunking"] if kb else {"budget_tokens": options.chunk_tokens}
@@ -98,7 +106,7 @@ def index_sources(kb_name: str, sources: Sequence[str], store: Store | str | Non
         kb.collection.optimize()
         languages = dict(kb.manifest["languages"]["all"])
     finally:
-        if kb is not None:
+        if owned and kb is not None:
             kb.close()
     return IngestReport(kb_name, len(records), len(passages), chunked, detected,
                         time.perf_counter() - started, embed_seconds, languages)

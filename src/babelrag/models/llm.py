@@ -7,9 +7,11 @@ Validation and the one repair retry live in ``structured.py``, the same for both
 """
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -33,6 +35,7 @@ class Completion:
     completion_tokens: int
     seconds: float
     model: str
+    cached: bool = False  # served from the completion cache (tokens and seconds are the original call's)
 
 
 class LLM(Protocol):
@@ -40,6 +43,16 @@ class LLM(Protocol):
 
     def complete(self, messages: list[Message], json_schema: dict[str, Any] | None = None, max_tokens: int = 256,
                  temperature: float = 0.0, seed: int = 0) -> Completion: ...
+
+    def stream(self, messages: list[Message], on_text: Callable[[str], None], max_tokens: int = 256,
+               temperature: float = 0.0, seed: int = 0) -> Completion:
+        """Like ``complete``, handing each piece of text to ``on_text`` as it is generated."""
+        ...
+
+
+def _delta(chunk: dict[str, Any]) -> str:
+    choices = chunk.get("choices") or [{}]
+    return (choices[0].get("delta") or {}).get("content") or ""
 
 
 def _completion(payload: dict[str, Any], seconds: float, model: str) -> Completion:
@@ -54,7 +67,7 @@ def _completion(payload: dict[str, Any], seconds: float, model: str) -> Completi
 class LocalLLM:
     """A GGUF file run in-process by llama.cpp (xllamacpp). One server per file, shared by threads."""
 
-    def __init__(self, path: str, n_ctx: int = 4096, threads: int | None = None):
+    def __init__(self, path: str, n_ctx: int = 8192, threads: int | None = None):
         try:
             import xllamacpp
         except ImportError as error:
@@ -84,6 +97,25 @@ class LocalLLM:
         if isinstance(payload, dict) and "error" in payload:
             raise LLMError(f"{self.name}: {payload['error']}")
         return _completion(payload, time.perf_counter() - start, self.name)
+
+    def stream(self, messages: list[Message], on_text: Callable[[str], None], max_tokens: int = 256,
+               temperature: float = 0.0, seed: int = 0) -> Completion:
+        pieces: list[str] = []
+        counts = {"prompt_n": 0, "predicted_n": 0}
+
+        def receive(chunk: dict[str, Any]) -> bool:
+            piece = _delta(chunk)
+            if piece:
+                pieces.append(piece)
+                on_text(piece)
+            counts.update({k: v for k, v in (chunk.get("timings") or {}).items() if k in counts})
+            return False  # keep going
+
+        start = time.perf_counter()
+        self._server.handle_chat_completions({"messages": messages, "max_tokens": max_tokens, "stream": True,
+                                              "temperature": temperature, "seed": seed}, receive)
+        return Completion("".join(pieces), int(counts["prompt_n"]), int(counts["predicted_n"]),
+                          time.perf_counter() - start, self.name)
 
 
 class OpenAILLM:
@@ -130,6 +162,30 @@ class OpenAILLM:
             raise LLMError(f"LLM endpoint refused the request: {response.status_code} {response.text[:200]}")
         return _completion(response.json(), time.perf_counter() - start, self.name)
 
+    def stream(self, messages: list[Message], on_text: Callable[[str], None], max_tokens: int = 256,
+               temperature: float = 0.0, seed: int = 0) -> Completion:
+        body = {"model": self.model, "messages": messages, "max_tokens": max_tokens, "temperature": temperature,
+                "seed": seed, "stream": True, "stream_options": {"include_usage": True}}
+        pieces: list[str] = []
+        usage: dict[str, Any] = {}
+        start = time.perf_counter()
+        try:
+            with self._client.stream("POST", f"{self.base_url}/chat/completions", json=body) as response:
+                if response.status_code >= 400:
+                    raise LLMError(f"LLM endpoint refused the request: {response.status_code} {response.read()[:200]!r}")
+                for line in response.iter_lines():
+                    if not line.startswith("data:") or line.strip() == "data: [DONE]":
+                        continue
+                    chunk = json.loads(line.removeprefix("data:").strip())
+                    usage = chunk.get("usage") or usage
+                    if piece := _delta(chunk):
+                        pieces.append(piece)
+                        on_text(piece)
+        except httpx.TransportError as error:
+            raise LLMError(f"LLM endpoint {self.base_url} unreachable: {error}") from error
+        return Completion("".join(pieces), int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)),
+                          time.perf_counter() - start, self.name)
+
 
 _lock = threading.Lock()
 
@@ -148,9 +204,16 @@ def _build(spec: str) -> LLM:
         url = url or os.environ.get("BABELRAG_LLM_URL") or os.environ.get("OPENAI_BASE_URL", "")
         if not url:
             raise ConfigError(f"llm '{spec}': no endpoint; write openai:MODEL@URL or set $BABELRAG_LLM_URL")
-        return OpenAILLM(url, model)
-    if spec.endswith(".gguf"):
-        return LocalLLM(spec)
-    from babelrag.models.catalog import model_path
+        llm: LLM = OpenAILLM(url, model)
+    elif spec.endswith(".gguf"):
+        llm = LocalLLM(spec)
+    else:
+        from babelrag.models.catalog import model_path
 
-    return LocalLLM(str(model_path(spec)))
+        llm = LocalLLM(str(model_path(spec)))
+    if os.environ.get("BABELRAG_LLM_CACHE", "1") == "0":
+        return llm
+    from babelrag.models.llm_cache import CachedLLM
+    from babelrag.paths import cache_dir
+
+    return CachedLLM(llm, cache_dir() / "llm.sqlite")

@@ -103,8 +103,12 @@ class CrossEncoderReranker:
             raise ConfigError("rerank: cross-encoders need `pip install babelrag[cross-encoder]`") from error
         labels = json.loads((self.path / "config.json").read_text()).get("num_labels")
         tokenizer = AutoTokenizer.from_pretrained(self.path, local_files_only=True)
-        model = AutoModelForSequenceClassification.from_pretrained(
-            self.path, local_files_only=True, **({"num_labels": labels} if labels else {}))
+        model, loading = AutoModelForSequenceClassification.from_pretrained(
+            self.path, local_files_only=True, output_loading_info=True, **({"num_labels": labels} if labels else {}))
+        if loading.get("missing_keys"):  # SPEC §8.1: a bi-encoder loaded as a cross-encoder scores at random
+            raise ConfigError(f"rerank: {self.path} has no trained relevance head (newly initialised: "
+                              f"{', '.join(sorted(loading['missing_keys'])[:4])}); it is not a cross-encoder. "
+                              f"Score a bi-encoder by embedding cosine (rerank=dense) instead.")
         model.eval()
 
         def predict(pairs: list[tuple[str, str]]) -> np.ndarray:

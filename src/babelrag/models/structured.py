@@ -22,10 +22,10 @@ class StructuredOutputError(LLMError):
     pass
 
 
-def record(trace: Trace | None, role: str, completion: Completion, cached: bool = False) -> None:
+def record(trace: Trace | None, role: str, completion: Completion) -> None:
     if trace is not None:
         trace.llm_calls.append(LLMCall(role, completion.model, completion.prompt_tokens,
-                                       completion.completion_tokens, completion.seconds, cached))
+                                       completion.completion_tokens, completion.seconds, completion.cached))
 
 
 def _json_text(text: str) -> str:

@@ -24,7 +24,7 @@ from babelrag.errors import ConfigError
 from babelrag.lang.detect import detector
 from babelrag.lang.languages import language_name
 from babelrag.models.llm import LLM
-from babelrag.models.structured import complete_json
+from babelrag.models.structured import complete_json, record
 from babelrag.types import LLMCall, Trace
 
 
@@ -95,19 +95,37 @@ def _prompt(text: str, src: str, targets: Sequence[str]) -> list[dict[str, str]]
     return [*messages, {"role": "user", "content": f"Translate from {language_name(src)}: {text}"}]
 
 
+PASSAGE_CHARS = 300  # longer texts are passages: translated as plain text, not JSON
+
+
 class LLMTranslator:
     def __init__(self, llm: LLM, max_tokens: int = 256):
         self.llm, self.max_tokens = llm, max_tokens
         self.name = f"llm:{llm.name}"
 
+    def _plain(self, text: str, src: str, target: str, trace: Trace) -> str:
+        """Passages: plain text out, a budget tied to the source length (no JSON to escape, no repair
+        round when a small model rambles to the limit)."""
+        messages = [{"role": "system", "content":
+                     f"You are a translation engine. Translate the user's text from {language_name(src)} into "
+                     f"{language_name(target)}. Keep the exact meaning; write names in their usual form; add "
+                     f"nothing. Reply with the translation only."},
+                    {"role": "user", "content": text}]
+        completion = self.llm.complete(messages, max_tokens=2 * len(text.encode("utf-8")) // 3 + 32)
+        record(trace, "translator", completion)
+        return completion.text.strip() or text
+
     def _call(self, text: str, src: str, targets: Sequence[str], trace: Trace) -> dict[str, str]:
+        if len(targets) == 1 and len(text) > PASSAGE_CHARS:
+            return {targets[0]: self._plain(text, src, targets[0], trace)}
+        budget = max(self.max_tokens, 2 * len(text.encode("utf-8")) // 3 + 32) * len(targets)
         if len(targets) == 1:
             result = complete_json(self.llm, _prompt(text, src, targets), _Single, role="translator", trace=trace,
-                                   max_tokens=self.max_tokens)
+                                   max_tokens=budget)
             return {targets[0]: result.translation.strip()}
         schema = create_model("Translations", **{t: (str, Field(min_length=1)) for t in targets})
         result = complete_json(self.llm, _prompt(text, src, targets), schema, role="translator", trace=trace,
-                               max_tokens=self.max_tokens * len(targets))
+                               max_tokens=budget)
         return {t: getattr(result, t).strip() for t in targets}
 
     @staticmethod
@@ -167,6 +185,27 @@ class MTTranslator:
                                time.perf_counter() - start)
             out[target] = Translation(translated, (call,))
         return out
+
+
+class ParallelTranslator:
+    """A parallel corpus's own translations: the version of the same page in the target language
+    (XQuAD is professionally translated). Texts it does not know go to ``fallback``, if any."""
+
+    name = "parallel"
+
+    def __init__(self, page_of: dict[str, str], versions: dict[tuple[str, str], str],
+                 fallback: Translator | None = None):
+        self.page_of, self.versions, self.fallback = page_of, versions, fallback
+
+    def translate_targets(self, text: str, src: str, targets: Sequence[str]) -> dict[str, Translation]:
+        page = self.page_of.get(text)
+        found = {t: Translation(self.versions[(page, t)]) for t in targets if (page, t) in self.versions}
+        missing = [t for t in targets if t not in found]
+        if missing and self.fallback is None:
+            raise ConfigError(f"translator parallel: no {', '.join(missing)} version of this text and no fallback")
+        if missing:
+            found.update(self.fallback.translate_targets(text, src, missing))
+        return found
 
 
 class CachedTranslator:

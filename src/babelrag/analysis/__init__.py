@@ -1,0 +1,1 @@
+"""Language-preference analysis: MLRS, structural priors, debiased DeLP, generator preference, gold availability."""

@@ -1,0 +1,88 @@
+"""Answering and serving: ask, serve."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from babelrag.cli.common import KbOpt, LlmOpt, StoreOpt, app, err, out
+
+
+@app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="The question.")],
+    kb: KbOpt,
+    store: StoreOpt = None,
+    preset: Annotated[str, typer.Option(help="Named configuration (query+context, e.g. chat+crossrag).")] = "default",
+    country: Annotated[Optional[str], typer.Option(help="The question's country.")] = None,
+    query_lang: Annotated[Optional[str], typer.Option(help="The question's language (default: detected).")] = None,
+    llm: LlmOpt = None,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Any config field: key=value.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print answer, citations and trace as JSON.")] = False,
+) -> None:
+    """Answer a question from a knowledge base, in the question's language, citing the passages used."""
+    from babelrag.config import parse_overrides, preset_config
+    from babelrag.generate.answerer import Answerer
+    from babelrag.kb import KnowledgeBase
+    from babelrag.types import Question
+
+    config = preset_config(preset, {**({"llm": llm} if llm else {}), **parse_overrides(set_ or [])})
+    with KnowledgeBase.open(kb, store) as handle:
+        answer = Answerer(handle, config).ask(Question(question, lang=query_lang, country=country))
+    if as_json:
+        out.print_json(json.dumps(answer.to_dict(), ensure_ascii=False, default=str))
+        return
+    out.print(f"[bold]{escape(answer.text)}[/]")
+    table = Table(title=f"sources ({answer.cited_how}; question language {answer.question.lang})")
+    for column in ("#", "lang", "translated", "doc_id", "text"):
+        table.add_column(column, overflow="fold")
+    for cp in answer.citations:
+        text = cp.text.replace("\n", " ")
+        table.add_row(str(cp.number), cp.lang + ("" if cp.lang == cp.passage.lang else f" (from {cp.passage.lang})"),
+                      "yes" if cp.translated else "no", cp.passage.doc_id, text[:200] + ("…" if len(text) > 200 else ""))
+    out.print(table)
+    totals = answer.trace.llm_totals()
+    paths = [s.label for s in answer.trace.steps if s.stage == "retrieve"]
+    err.print(f"paths: {', '.join(paths) or 'none'} · context: {answer.context.strategy} "
+              f"({len(answer.context.passages)} passages) · LLM calls {totals['llm_calls']} "
+              f"({totals['llm_cached']} cached), {totals['llm_tokens']} tokens · {answer.trace.seconds():.1f} s")
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port.")] = 8000,
+    store: StoreOpt = None,
+    runs: Annotated[Path, typer.Option(help="Folder of run folders shown under /runs.")] = Path("runs"),
+    llm: LlmOpt = None,
+    api_key_file: Annotated[Optional[Path], typer.Option(help="File with one write API key per line "
+                                                             "(or set $BABELRAG_API_KEY).")] = None,
+    llm_slots: Annotated[int, typer.Option(help="LLM jobs at once.")] = 1,
+    llm_queue: Annotated[int, typer.Option(help="LLM jobs allowed to wait; more get 429.")] = 8,
+    timeout: Annotated[float, typer.Option(help="Seconds per request.")] = 120.0,
+    max_body: Annotated[int, typer.Option(help="Largest request body in bytes.")] = 10 << 20,
+    cors_origin: Annotated[Optional[list[str]], typer.Option(help="Allow this origin (CORS is off otherwise).")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Default config for every request: "
+                                                                    "key=value (clients may override).")] = None,
+) -> None:
+    """Serve the HTTP API and the web page (one process owns the embedded store)."""
+    import uvicorn
+
+    from babelrag.server.app import create_app
+    from babelrag.server.service import Service
+
+    keys = {k.strip() for k in (api_key_file.read_text().splitlines() if api_key_file else []) if k.strip()}
+    if os.environ.get("BABELRAG_API_KEY"):
+        keys.add(os.environ["BABELRAG_API_KEY"])
+    if not keys:
+        err.print("[yellow]note:[/] no API key: write endpoints are disabled (set $BABELRAG_API_KEY)")
+    from babelrag.config import parse_overrides
+
+    service = Service(store, runs, frozenset(keys), llm, llm_slots, llm_queue, timeout, max_body,
+                      parse_overrides(set_ or []))
+    uvicorn.run(create_app(service, cors_origin), host=host, port=port, log_level="warning")

@@ -1,0 +1,98 @@
+"""Evaluation commands: eval, bench, report."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from babelrag.cli.common import DEFAULT_DATA, LlmOpt, StoreOpt, app, err, out
+
+
+@app.command("eval")
+def evaluate(
+    golden: Annotated[Path, typer.Option("--golden", help="Golden set (JSONL).")],
+    kb: Annotated[Optional[str], typer.Option("--kb", help="Index to search (default: each question's own).")] = None,
+    preset: Annotated[str, typer.Option(help="Named configuration.")] = "default",
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Any config field: key=value.")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="Run folder (default runs/eval-<kb>-<preset>-<time>).")] = None,
+    answer: Annotated[bool, typer.Option("--answer", help="Generate answers and score them too.")] = False,
+    name: Annotated[Optional[str], typer.Option(help="Configuration name in metrics and reports.")] = None,
+    llm: LlmOpt = None,
+    store: StoreOpt = None,
+) -> None:
+    """Evaluate one configuration on a golden set: per-question traces, metrics overall and per cell."""
+    from babelrag.config import parse_overrides, preset_config
+    from babelrag.evaluate.golden import load_golden
+    from babelrag.evaluate.report import write_reports
+    from babelrag.evaluate.runs import run_config
+
+    config = preset_config(preset, {**({"llm": llm} if llm else {}), **parse_overrides(set_ or [])})
+    label = name or (preset + "".join(f" {pair}" for pair in set_ or []))
+    folder = out or Path("runs") / f"eval-{kb or golden.stem}-{preset}-{time.strftime('%Y%m%d-%H%M%S')}"
+    result = run_config(label, config, load_golden(golden), folder, store, index=kb, answer=answer)
+    write_reports({"configs": {label: result.metrics}, "comparisons": []}, folder)
+    _print_metrics({label: result.metrics})
+    err.print(f"run folder: {folder}")
+
+
+@app.command()
+def bench(
+    quick: Annotated[bool, typer.Option(help="A fixed small sample (minutes on 2 cores).")] = False,
+    data: Annotated[Path, typer.Option(help="Folder with xquad-dev/ and swefaq-dev/, or any folder of "
+                                            "XQuAD-format files (<name>.<lang>.json).")] = DEFAULT_DATA,
+    ladder: Annotated[Optional[str], typer.Option(help="Ladder of configurations: blog (default), translate, "
+                                                       "kb-paths, fusion, qa, qa-core.")] = None,
+    qa: Annotated[bool, typer.Option("--qa", help="The answering ladder (qa; qa-core with --quick).")] = False,
+    out: Annotated[Optional[Path], typer.Option(help="Output folder (default runs/bench-<time>); an existing "
+                                                     "one resumes.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed for the benchmark builders.")] = 13,
+    llm: LlmOpt = None,
+    llm_per_cell: Annotated[Optional[int], typer.Option(help="Questions per cell for the LLM steps "
+                                                             "(default 1 with --quick, else 20).")] = None,
+    store: StoreOpt = None,
+) -> None:
+    """The main job: build the cell benchmarks, index them, run a ladder, write metrics and the cell report."""
+    from babelrag.bench.runner import run_bench
+
+    folder = out or Path("runs") / f"bench-{'qa-' if qa else ''}{'quick-' if quick else ''}{time.strftime('%Y%m%d-%H%M%S')}"
+    ladder = ladder or (("qa-core" if quick else "qa") if qa else "blog")
+    summary = run_bench(folder, data, quick=quick, ladder_name=ladder, store=store, seed=seed, llm=llm,
+                        llm_per_cell=llm_per_cell)
+    for note in summary["data"]["notes"]:
+        err.print(f"[yellow]note:[/] {escape(note)}")
+    _print_metrics(summary["configs"])
+    err.print(f"metrics: {folder / 'metrics.json'}  report: {folder / 'report.html'} ({summary['seconds']:.0f} s)")
+
+
+@app.command()
+def report(
+    runs: Annotated[list[Path], typer.Argument(help="Run folders (bench or eval), in the order to compare.")],
+    html: Annotated[Optional[Path], typer.Option("--html", help="Write the HTML report here.")] = None,
+) -> None:
+    """Markdown summary (stdout) and a self-contained HTML cell matrix of one or more runs."""
+    from babelrag.evaluate.report import html as render_html
+    from babelrag.evaluate.report import load_summary, markdown
+
+    summary = load_summary(runs)
+    out.print(markdown(summary), markup=False, highlight=False)
+    if html:
+        html.write_text(render_html(summary), encoding="utf-8")
+        err.print(f"HTML report: {html}")
+
+
+def _print_metrics(configs: dict) -> None:
+    table = Table(title="overall (worst cell by Recall@10)")
+    for column in ("configuration", "R@10", "R@1", "MRR", "docs", "p50 ms", "worst cell"):
+        table.add_column(column)
+    for name, metrics in configs.items():
+        overall = metrics["overall"]
+        worst = min(metrics["cells"], key=lambda c: c["recall@10"]) if metrics["cells"] else None
+        table.add_row(name, f"{overall.get('recall@10', 0):.3f}", f"{overall.get('recall@1', 0):.3f}",
+                      f"{overall.get('mrr', 0):.3f}", f"{overall.get('docs_passed', 0):.1f}",
+                      f"{overall.get('latency_ms_p50', 0):.1f}",
+                      f"{worst['kb']}/{worst['lang']} {worst['recall@10']:.3f} (n={worst['n']})" if worst else "")
+    out.print(table)

@@ -1,0 +1,1 @@
+"""The HTTP service: API, web page, limits."""

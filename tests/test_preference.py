@@ -1,0 +1,119 @@
+"""Language-preference analysis: MLRS arithmetic, the ridge calibration removing a planted prior, the
+gold-ratio sensitivity check, and the whole analysis on real XQuAD paragraphs."""
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from babelrag.analysis.delp import Priors, calibrate, gold_sensitivity, prior_correlations
+from babelrag.analysis.mlrs import random_reference, rank_shift
+from babelrag.evaluate.golden import GoldenQuestion
+
+from conftest import XQUAD_LANGS, need_llm
+
+
+def test_rank_shift_follows_the_definition() -> None:
+    # initial a b c d (c, d not in Lq); after re-scoring c jumps to 1st, d stays last
+    assert rank_shift(["a", "b", "c", "d"], ["c", "a", "b", "d"], {"c", "d"}) == pytest.approx(100 * 2 / (2 + 3))
+    assert rank_shift(["a", "b"], ["b", "a"], set()) == 0.0  # no D_diff: 0 by definition
+    assert rank_shift(["x", "y"], ["y", "x"], {"x"}) == 0.0  # rank 1 cannot rise: Δmax = 0
+
+
+def test_random_rescoring_matches_the_reference() -> None:
+    rng = np.random.default_rng(0)
+    ids = [str(i) for i in range(10)]
+    values = [rank_shift(ids, list(rng.permutation(ids)), set(ids)) for _ in range(4000)]
+    assert np.mean(values) == pytest.approx(random_reference(10), abs=1.0)
+
+
+LANGS = ["en", "ko", "zh", "fr", "ja", "de"]
+
+
+def planted(seed: int = 0) -> tuple[dict, Priors]:
+    """A true preference (the diagonal) plus a planted exposure effect the calibration must remove."""
+    rng = np.random.default_rng(seed)
+    pairs = list(itertools.product(LANGS, LANGS))
+    p_ret = {p: float(rng.uniform(0.01, 0.6)) for p in pairs}
+    priors = Priors(p_ret=p_ret, p_db={d: 1 / 6 for d in LANGS}, length={d: 700.0 for d in LANGS},
+                    p_gold={p: 0.5 for p in pairs}, p_cult={d: 1 / 6 for d in LANGS})
+    scores = {p: 40 + 6 * (p[0] == p[1]) + 8 * np.log(p_ret[p]) + rng.normal(0, 0.3) for p in pairs}
+    return scores, priors
+
+
+def test_ridge_calibration_removes_a_planted_prior() -> None:
+    scores, priors = planted()
+    calibration = calibrate(scores, priors, lam=0.01)
+    correlations = prior_correlations(calibration, priors)
+    assert correlations["p_ret"]["before_log"] > 0.9 and abs(correlations["p_ret"]["after_log"]) < 0.1
+    assert calibration.beta[1] == pytest.approx(8, abs=0.5)  # log p_ret weight recovered
+    assert calibration.beta[6] == pytest.approx(6, abs=0.5)  # same-language indicator exposed in β
+    assert np.mean(list(calibration.debiased.values())) == pytest.approx(calibration.mean, abs=0.01)  # re-centred
+
+
+def test_gold_sensitivity_is_smaller_after_calibration() -> None:
+    scores, priors = planted(1)
+    rng = np.random.default_rng(3)
+    gold = {p: float(rng.uniform(0.1, 0.9)) for p in priors.p_gold}
+    scores = {p: s + 5 * np.log(gold[p]) for p, s in scores.items()}
+    priors = Priors(priors.p_ret, priors.p_db, priors.length, gold, priors.p_cult)
+    result = gold_sensitivity(scores, priors, ("en", "ko"), lam=0.01, permutations=2000)
+    assert result["delp"]["range"] < result["mlrs"]["range"] and result["p_range"] < 0.05
+
+
+@pytest.mark.slow
+def test_preference_on_real_xquad(xquad_store: str, small_xquad: list[Path], tmp_path: Path) -> None:
+    from babelrag.analysis.preference import PreferenceOptions, analyze_preference
+    from babelrag.analysis.report import write_preference
+    from babelrag.bench.squad import load_squad_folder
+    from babelrag.kb import KnowledgeBase
+
+    corpus = load_squad_folder(small_xquad[0].parent)
+    golden = [GoldenQuestion(id=f"{q.lang}:{q.qid}", question=q.text, lang=q.lang, kb="xq", gold_pages=(q.page,),
+                             tags={"qid": q.qid}) for q in corpus.questions]
+    options = PreferenceOptions(targets="all", per_lang=3, translator="parallel", cultural=False, lam=1.0)
+    with KnowledgeBase.open("xq", xquad_store) as kb:
+        result = analyze_preference(kb, golden, options)
+    assert result["questions"] == 3 * len(XQUAD_LANGS)
+    assert len(result["mlrs"]) == len(XQUAD_LANGS) ** 2 and all(0 <= v <= 100 for v in result["mlrs"].values())
+    assert set(result["delp"]["beta"]) >= {"log p_ret", "same language"} and "p_gold" in result["correlations"]
+    for lq in XQUAD_LANGS:  # the exposure prior is a distribution over document languages per query language
+        assert sum(result["priors"]["p_ret"][f"{lq}|{ld}"] for ld in XQUAD_LANGS) == pytest.approx(1.0)
+        assert result["priors"]["p_gold"][f"{lq}|{lq}"] == 1.0  # xquad: every page exists in every language
+    files = write_preference(result, tmp_path)
+    assert files["delp"].stat().st_size > 1000 and "data:image/png;base64," in files["html"].read_text()
+
+
+@pytest.mark.slow
+def test_cultural_prior_and_gold_report(xquad_store: str, small_xquad: list[Path]) -> None:
+    from babelrag.analysis.gold import gold_availability, gold_markdown
+    from babelrag.analysis.preference import PreferenceOptions, analyze_preference
+    from babelrag.bench.squad import load_squad_folder
+    from babelrag.kb import KnowledgeBase
+
+    llm = need_llm()
+    corpus = load_squad_folder(small_xquad[0].parent)
+    golden = [GoldenQuestion(id=f"{q.lang}:{q.qid}", question=q.text, lang=q.lang, kb="xq", gold_pages=(q.page,),
+                             tags={"qid": q.qid}) for q in corpus.questions if q.lang in ("en", "de")]
+    with KnowledgeBase.open("xq", xquad_store) as kb:
+        result = analyze_preference(kb, golden, PreferenceOptions(per_lang=1, translator="parallel", llm=llm))
+        report = gold_availability(kb, golden[:6], k=10)
+    assert sum(result["priors"]["p_cult"].values()) <= 1.0 + 1e-9 and result["llm"]["llm_calls"] >= 2
+    assert result["notes"] and "DeLP needs the MLRS matrix" in result["notes"][0]
+    assert "| de |" in gold_markdown(report) or "| en |" in gold_markdown(report)
+
+
+@pytest.mark.slow
+def test_generator_preference_from_the_same_evidence(xquad_store: str) -> None:
+    from babelrag.analysis.generator_preference import generator_preference
+    from babelrag.kb import KnowledgeBase
+
+    question = GoldenQuestion(id="q", question="Who won Super Bowl 50?", lang="en", kb="xq",
+                              gold_pages=("Super_Bowl_50#0",))
+    with KnowledgeBase.open("xq", xquad_store) as kb:
+        result = generator_preference(kb, [question], ["en", "de"], need_llm(), k=2, answer_tokens=24)
+    assert result["similarity"]["en|en"] == pytest.approx(1.0, abs=1e-3)
+    assert set(result["preference"]) == {"en", "de"} and -1 <= result["preference"]["de"] <= 1
+    assert set(result["answers"][0]["answers"]) == {"en", "de"}
