@@ -3,7 +3,6 @@ with the real small model on a small real KB."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -13,7 +12,7 @@ from babelrag.ingest.pipeline import index_sources
 from babelrag.kb import KnowledgeBase
 from babelrag.retrieve.pipeline import Searcher
 from babelrag.strategies.delta import AnchorBundle, fuse_query
-from babelrag.strategies.kb_languages import kb_languages
+from babelrag.strategies.scope import kb_languages
 from babelrag.strategies.locale import CulturalCue
 from babelrag.types import Question
 

@@ -29,13 +29,33 @@ class DeltaConfig(BaseModel):
     anchor_language: Literal["query", "locale"] = "query"
 
 
+class CoralConfig(BaseModel):
+    """CORAL's loop (SPEC §3.9). The paper gives no score scale, threshold or round cap: each criterion
+    is 1–5, a passage is kept when every criterion reaches ``min_each`` (and the total ``min_total``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rounds: int = Field(3, ge=1, le=10)
+    per_round_k: int = Field(5, ge=1, le=50)  # passages retrieved (and critiqued) per round
+    evidence_k: int = Field(5, ge=1, le=50)  # validated passages handed on, by total score
+    critic: bool = True  # off: the ablations without critique (dynamic corpus selection, + rewriting)
+    rewrite: bool = True  # the planner may rewrite the query (from round 2; from round 1 without a critic)
+    min_each: int = Field(3, ge=1, le=5)
+    min_total: int | None = Field(None, ge=4, le=20)
+    max_corpora: int = Field(4, ge=1, le=20)
+    passage_chars: int = Field(700, ge=100)  # of each passage the critic reads
+    max_tokens: int = Field(12000, ge=100)  # agent tokens per question (planner, critic, sufficiency)
+    max_seconds: float = Field(300.0, gt=0)  # agent model seconds per question
+
+
 class SearchConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     # query side: which paths to search
     strategy: str = "as_written"
     extra_paths: tuple[str, ...] = ()  # strategies whose paths join the main ones (e.g. "hyde")
-    lang_scope: Literal["all", "query", "pivot"] = "all"  # monoRAG = query; tRAG = pivot
+    # monoRAG = query; tRAG = pivot; own = the question's country's local language (CORAL's C_own)
+    lang_scope: Literal["all", "query", "pivot", "own", "own+pivot"] = "all"
     pivot: str = "en"
     max_paths: int = Field(3, ge=1, le=10)
     kb_paths: Literal["all", "pivot", "local"] = "all"  # ablation of the KB-language paths
@@ -43,6 +63,7 @@ class SearchConfig(BaseModel):
     translator: str = "llm"
     hyde_lang: Literal["query", "pivot"] = "query"
     delta: DeltaConfig = DeltaConfig()
+    coral: CoralConfig = CoralConfig()
     # retrieval per path
     mode: Literal["keyword", "vector", "hybrid"] = "hybrid"
     # Hybrid arm fusion, chosen on the fusion ladder (`babelrag bench --ladder fusion`): z-scores
@@ -74,6 +95,11 @@ class SearchConfig(BaseModel):
     @model_validator(mode="after")
     def _scores_need_a_fixed_scale(self) -> SearchConfig:
         fixed_scale = self.rerank != "none" or self.mode == "vector"
+        if "coral" in self.extra_paths:
+            raise ValueError("extra_paths: CORAL loops over its own rounds; use strategy=coral")
+        if self.strategy == "coral" and (self.threshold is not None or self.extra_paths):
+            raise ValueError("strategy: CORAL ranks its evidence by critic totals and plans its own paths; "
+                             "no threshold or extra_paths (use coral.min_each / coral.min_total)")
         if self.threshold is not None and self.merge == "rrf" and self._multi_path():
             raise ValueError("threshold: RRF totals have no fixed meaning; merge=max (one reranker scale) "
                              "or no threshold")
@@ -122,6 +148,13 @@ PRESETS: dict[str, dict[str, Any]] = {
     "trag": {"strategy": "pivot", "lang_scope": "pivot", "rerank": "dense"},
     "english-translation": {"strategy": "pivot", "lang_scope": "all", "rerank": "dense"},
     "delta": {"strategy": "delta", "lang_scope": "all", "rerank": "dense"},
+    # [CORAL]: the fixed scopes it is compared with, its two ablations from MultiRAG, and the full loop
+    "fixed-own": {"strategy": "as_written", "lang_scope": "own", "rerank": "dense"},
+    "fixed-own-en": {"strategy": "as_written", "lang_scope": "own+pivot", "rerank": "dense"},
+    "fixed-all": {"strategy": "as_written", "lang_scope": "all", "rerank": "dense"},
+    "coral-select": {"strategy": "coral", "rerank": "dense", "coral": {"critic": False, "rewrite": False, "rounds": 1}},
+    "coral-rewrite": {"strategy": "coral", "rerank": "dense", "coral": {"critic": False, "rewrite": True, "rounds": 1}},
+    "coral": {"strategy": "coral", "rerank": "dense"},
     # the papers' context strategies (SPEC §4); they combine with any of the above: delta+crossrag
     "norag": {"context": "none"},
     "crossrag": {"context": "crossrag"},

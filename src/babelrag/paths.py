@@ -15,3 +15,10 @@ def default_store() -> str:
 
 def cache_dir() -> Path:
     return home() / "cache"
+
+
+def threads() -> int | None:
+    """CPU threads for the in-process models (``BABELRAG_THREADS``; default: the engines' own choice).
+    Two jobs on one machine each set it, rather than both spinning on every core."""
+    value = os.environ.get("BABELRAG_THREADS", "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else None

@@ -21,6 +21,7 @@ class Step:
     calibrate_threshold_from: str | None = None
     baseline: str | None = None
     answer: bool = False  # generate answers and score them (the QA ladders)
+    sample: bool = False  # run on the LLM steps' sample even without an LLM (baselines compared with them)
 
 
 _SINGLE = "+country"  # the reranked single path every query strategy is measured against
@@ -86,6 +87,25 @@ LADDERS: dict[str, list[Step]] = {
         Step("CrossRAG", "multirag+crossrag", answer=True, baseline="MultiRAG"),
         Step("DKM-RAG", "multirag+dkm", answer=True, baseline="MultiRAG"),
         Step("QTT-RAG", "multirag+qtt", answer=True, baseline="MultiRAG"),
+    ],
+    # [CORAL] (SPEC §3.9, §7.6): the fixed scopes, then from MultiRAG its ablations (dynamic corpus
+    # selection, + query rewriting) and the full loop, and the critic threshold either side of the default
+    "coral": [
+        Step("C_own", "fixed-own", sample=True),
+        Step("C_own+C_en", "fixed-own-en", sample=True),
+        Step("C_all (MultiRAG)", "fixed-all", sample=True),
+        Step("+corpus selection", "coral-select", baseline="C_all (MultiRAG)"),
+        Step("+query rewriting", "coral-rewrite", baseline="C_all (MultiRAG)"),
+        Step("CORAL", "coral", baseline="C_all (MultiRAG)"),
+        Step("CORAL min_each=4", "coral", {"coral": {"min_each": 4}}, baseline="CORAL"),
+        Step("CORAL min_each=2", "coral", {"coral": {"min_each": 2}}, baseline="CORAL"),
+    ],
+    # the same with answers (QA metrics), the generator reading each step's top five
+    "coral-qa": [
+        Step("C_own", "fixed-own", answer=True),
+        Step("C_all (MultiRAG)", "fixed-all", answer=True),
+        Step("+corpus selection", "coral-select", answer=True, baseline="C_all (MultiRAG)"),
+        Step("CORAL", "coral", answer=True, baseline="C_all (MultiRAG)"),
     ],
     # how to fuse the dense and keyword arms (the choice behind the hybrid default)
     "fusion": [

@@ -138,7 +138,7 @@ def qa_smoke_sample(questions: list[GoldenQuestion], pivot: str = "en") -> list[
 
 def _step_questions(step: Step, config: SearchConfig, golden: list[GoldenQuestion], quick: bool,
                     per_cell: int | None, explicit: bool) -> list[GoldenQuestion]:
-    if not (step.answer or uses_llm(config)):
+    if not (step.answer or step.sample or uses_llm(config)):
         return golden
     if quick and not explicit:  # smoke tests; measurements use --llm-per-cell
         return qa_smoke_sample(golden) if step.answer else llm_sample(golden, 1, by_kb=True, skip_kbs=("pooled",))

@@ -167,7 +167,7 @@ def languages(
 ) -> None:
     """The KB-language sets (per country, computed at ingest) that the kb_languages strategy searches in."""
     from babelrag.kb import KnowledgeBase
-    from babelrag.strategies.kb_languages import kb_languages
+    from babelrag.strategies.scope import kb_languages
 
     with KnowledgeBase.open(kb, store) as handle:
         overrides = handle.manifest.setdefault("language_overrides", {})

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from babelrag.errors import ConfigError
+from babelrag.evaluate.loops import loop_summary
 from babelrag.evaluate.runs import RunResult, load_run
 from babelrag.evaluate.significance import compare
 
@@ -48,6 +49,9 @@ def load_summary(folders: list[Path]) -> dict[str, Any]:
             extra = {k: metrics[k] for k in ("calibration", "data", "ladder") if k in metrics}
         else:
             results.append(load_run(folder))
+    for result in results:  # runs written before the loop summary existed get it from their traces
+        if "coral" not in result.metrics["overall"] and (loops := loop_summary(result.rows)) is not None:
+            result.metrics["overall"]["coral"] = loops
     names = [r.name for r in results]
     if len(set(names)) != len(names):
         results = [RunResult(f"{r.name} ({r.folder.name})", r.folder, r.rows, r.metrics) for r in results]
@@ -109,6 +113,7 @@ def markdown(summary: dict[str, Any]) -> str:
         worst = ", ".join(f"{c['kb']}/{c['lang']} {_fmt(c.get(matrix))}" for c in ranked[:3])
         best = ", ".join(f"{c['kb']}/{c['lang']} {_fmt(c.get(matrix))}" for c in ranked[::-1][:3])
         lines += ["", f"Worst cells: {worst}. Best cells: {best}."]
+    lines += _loop_lines(configs)
     lines += ["", "## Significant changes (paired randomisation test, p < 0.05)", ""]
     found = False
     for comparison in summary["comparisons"]:
@@ -124,6 +129,61 @@ def markdown(summary: dict[str, Any]) -> str:
     if not found:
         lines.append("- none")
     return "\n".join(lines) + "\n"
+
+
+def _mix(shares: dict[str, float]) -> str:
+    return ", ".join(f"{lang} {share:.0%}" for lang, share in shares.items()) or "–"
+
+
+def _loop_lines(configs: dict[str, Any]) -> list[str]:
+    """CORAL's loop per configuration: rounds, where it searched vs where its evidence came from, cost."""
+    loops = {name: cfg["overall"]["coral"] for name, cfg in configs.items() if cfg["overall"].get("coral")}
+    if not loops:
+        return []
+    lines = ["", "## CORAL loop", "", "Languages the planner chose (share of corpus selections) against the languages of "
+             "the final evidence; agent tokens and model seconds per question.", "",
+             "| configuration | rounds | evidence by round | rewrites/q | validated | no evidence | chosen corpora "
+             "| final evidence | stopped | agent tokens | agent s |", "|---" * 11 + "|"]
+    for name, loop in loops.items():
+        by_round = loop.get("evidence_round_mean")
+        stopped = ", ".join(f"{why} {count}" for why, count in loop["stopped"].items())
+        lines.append(f"| {name} | {loop['rounds_mean']:.2f} | {'–' if by_round is None else f'{by_round:.2f}'} | "
+                     f"{loop['rewrites_per_question']:.2f} | {loop['validated_mean']:.1f} | {loop['no_evidence']:.0%} | "
+                     f"{_mix(loop['chosen_langs'])} | {_mix(loop['evidence_langs'])} | {stopped} | "
+                     f"{loop['agent_tokens_mean']:.0f} | {loop['agent_seconds_mean']:.1f} |")
+    return lines
+
+
+def loop_figure(configs: dict[str, Any], out: Path) -> Path | None:
+    """[CORAL] Figure 3: per configuration, the language mix of chosen corpora next to that of the evidence."""
+    loops = {name: cfg["overall"]["coral"] for name, cfg in configs.items() if cfg["overall"].get("coral")}
+    if not loops:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    langs = sorted({lang for loop in loops.values() for key in ("chosen_langs", "evidence_langs") for lang in loop[key]})
+    bars = [(f"{name}\nchosen", loop["chosen_langs"]) for name, loop in loops.items()] + \
+           [(f"{name}\nevidence", loop["evidence_langs"]) for name, loop in loops.items()]
+    bars.sort(key=lambda bar: bar[0])
+    figure, axes = plt.subplots(figsize=(1.4 * len(bars) + 2, 4))
+    bottoms = [0.0] * len(bars)
+    colours = plt.get_cmap("tab20")
+    for index, lang in enumerate(langs):
+        heights = [shares.get(lang, 0.0) for _, shares in bars]
+        axes.bar([label for label, _ in bars], heights, bottom=bottoms, label=lang, color=colours(index % 20))
+        bottoms = [b + h for b, h in zip(bottoms, heights)]
+    axes.set_ylabel("share")
+    axes.set_title("Corpus languages chosen vs languages of the final evidence")
+    axes.legend(loc="center left", bbox_to_anchor=(1, 0.5), fontsize="small")
+    axes.tick_params(axis="x", labelsize="small")
+    figure.tight_layout()
+    path = out / "coral-languages.png"
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
 
 
 def html_data(summary: dict[str, Any]) -> dict[str, Any]:
@@ -157,4 +217,5 @@ def write_reports(summary: dict[str, Any], out: Path, html_file: Path | None = N
     markdown_file.write_text(markdown(summary), encoding="utf-8")
     html_file = html_file or out / "report.html"
     html_file.write_text(html(summary), encoding="utf-8")
+    loop_figure(summary["configs"], out)
     return markdown_file, html_file

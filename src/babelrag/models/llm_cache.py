@@ -16,7 +16,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from babelrag.models.llm import LLM, Completion, Message
+from babelrag.models.llm_types import LLM, Completion, Message
 
 
 class CachedLLM:

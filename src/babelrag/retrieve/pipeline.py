@@ -15,7 +15,7 @@ from babelrag.models.rerank import build_reranker
 from babelrag.retrieve.cache import RetrievalCache
 from babelrag.retrieve.fusion import fuse
 from babelrag.retrieve.search import TRACE_HITS, rerank, retrieve
-from babelrag.strategies import build_strategy
+from babelrag.strategies import LoopingStrategy, build_strategy
 from babelrag.types import Question, Ranking, SearchRequest, SearchResult, Trace
 
 
@@ -49,6 +49,23 @@ class Searcher:
         with ThreadPoolExecutor(max_workers=len(requests)) as pool:
             return list(pool.map(lambda request: self._path(request, trace), requests))
 
+    def _planned(self, question: Question, trace: Trace) -> Ranking:
+        with trace.step("plan", self.strategy.name, extra=list(self.config.extra_paths)) as record:
+            requests = self._plan(question, trace)
+            record["requests"] = [{"label": r.label, "text": r.text, "lang": r.lang,
+                                   "filter": repr(r.filter)} for r in requests]
+        return self._search_paths(requests, trace)
+
+    def _search_paths(self, requests: list[SearchRequest], trace: Trace) -> Ranking:
+        """Run the paths and merge them (``config.merge``): what a looping strategy calls each round."""
+        rankings = self._run_paths(requests, trace)
+        if len(rankings) == 1:
+            return rankings[0]
+        with trace.step("merge", self.config.merge, paths=[r.label for r in rankings]) as record:
+            merged = fuse(rankings, self.config.merge, "merged", self.config.rrf_k)
+            record["ranking"] = merged.to_trace(TRACE_HITS)
+        return merged
+
     def search(self, question: Question | str) -> SearchResult:
         trace = Trace()
         if isinstance(question, str):
@@ -58,17 +75,10 @@ class Searcher:
                 lang, confidence = self._detect.detect(question.text)
                 question = replace(question, lang=lang)
                 record.update(lang=lang, confidence=confidence)
-        with trace.step("plan", self.strategy.name, extra=list(self.config.extra_paths)) as record:
-            requests = self._plan(question, trace)
-            record["requests"] = [{"label": r.label, "text": r.text, "lang": r.lang,
-                                   "filter": repr(r.filter)} for r in requests]
-        rankings = self._run_paths(requests, trace)
-        if len(rankings) == 1:
-            merged = rankings[0]
+        if isinstance(self.strategy, LoopingStrategy):
+            merged = self.strategy.loop(question, self.kb, self.config, trace, self._search_paths)
         else:
-            with trace.step("merge", self.config.merge, paths=[r.label for r in rankings]) as record:
-                merged = fuse(rankings, self.config.merge, "merged", self.config.rrf_k)
-                record["ranking"] = merged.to_trace(TRACE_HITS)
+            merged = self._planned(question, trace)
         with trace.step("select", "evidence", threshold=self.config.threshold, k=self.config.k) as record:
             hits = merged.hits
             if self.config.threshold is not None:

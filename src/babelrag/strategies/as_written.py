@@ -19,4 +19,4 @@ class AsWritten:
     name = "as_written"
 
     def plan(self, question: Question, kb: KnowledgeBase, config: SearchConfig, trace: Trace) -> list[SearchRequest]:
-        return [SearchRequest(question.text, kb.name, question.lang, path_filter(question, config), self.name)]
+        return [SearchRequest(question.text, kb.name, question.lang, path_filter(question, config, kb), self.name)]

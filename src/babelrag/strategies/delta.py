@@ -120,7 +120,7 @@ class Delta:
 
     def plan(self, question: Question, kb: KnowledgeBase, config: SearchConfig, trace: Trace) -> list[SearchRequest]:
         lang = question.lang or "en"
-        flt = path_filter(question, config)
+        flt = path_filter(question, config, kb)
         options = config.delta
         if lang == "en" and options.english_mode == "passthrough":
             return [SearchRequest(question.text, kb.name, lang, flt, "delta:passthrough")]

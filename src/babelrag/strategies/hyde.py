@@ -35,5 +35,5 @@ class HyDE:
             record(trace, "hyde", completion)
             step["passage"] = completion.text
         passage = completion.text.strip() or question.text
-        return [SearchRequest(passage, kb.name, lang, path_filter(question, config), self.name,
+        return [SearchRequest(passage, kb.name, lang, path_filter(question, config, kb), self.name,
                               rerank_text=question.text)]

@@ -8,33 +8,16 @@ An Indonesian question about Sweden yields en + sv paths: no page is Indonesian.
 """
 from __future__ import annotations
 
-from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from babelrag.config import SearchConfig
 from babelrag.models.registry import translator_for
 from babelrag.models.translate import translate_many
-from babelrag.strategies.scope import path_filter
+from babelrag.strategies.scope import kb_languages, path_filter
 from babelrag.types import Question, SearchRequest, Trace
 
 if TYPE_CHECKING:
     from babelrag.kb import KnowledgeBase
-
-
-def kb_languages(manifest: dict[str, Any], country: str | None, pivot: str) -> list[str]:
-    """The KB's languages for ``country`` (and its global passages), pivot first, then by passage
-    count. ``language_overrides`` in the manifest replace the computed set."""
-    overrides = manifest.get("language_overrides") or {}
-    declared = overrides.get("countries", {}).get(country) if country else overrides.get("all")
-    if declared:
-        langs = list(declared)
-    else:
-        seen = manifest.get("languages") or {}
-        counts = Counter(seen.get("countries", {}).get(country, {}) if country else seen.get("all", {}))
-        if country:
-            counts.update(seen.get("global", {}))
-        langs = sorted(counts, key=lambda lang: (-counts[lang], lang))
-    return list(dict.fromkeys(([pivot] if pivot in langs else []) + langs))
 
 
 class KBLanguages:
@@ -51,7 +34,7 @@ class KBLanguages:
             texts = translate_many(translator_for(config.translator, config.llm), question.text, question.lang or "",
                                    targets, trace)
             record["texts"] = texts
-        flt = path_filter(question, config)
+        flt = path_filter(question, config, kb)
         requests, seen = [], set()
         for target in targets:
             if texts[target] in seen:  # two languages, one text: a second path cannot change a max-merge

@@ -25,4 +25,4 @@ class Pivot:
             text = translate(translator_for(config.translator, config.llm), question.text, question.lang or "",
                              config.pivot, trace)
             record["text"] = text
-        return [SearchRequest(text, kb.name, config.pivot, path_filter(question, config), f"pivot:{config.pivot}")]
+        return [SearchRequest(text, kb.name, config.pivot, path_filter(question, config, kb), f"pivot:{config.pivot}")]

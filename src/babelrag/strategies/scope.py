@@ -1,14 +1,54 @@
-"""The passage filter every strategy's paths share: the question's country (plus global passages)
-when the country filter is on, and the configured language scope."""
+"""Where a strategy's paths may search: the KB's languages per country, and the passage filter every
+path shares (the question's country plus global passages, and the configured language scope)."""
 from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any
 
 from babelrag.config import SearchConfig
 from babelrag.types import PassageFilter, Question
 
+if TYPE_CHECKING:
+    from babelrag.kb import KnowledgeBase
 
-def path_filter(question: Question, config: SearchConfig) -> PassageFilter:
+
+def kb_languages(manifest: dict[str, Any], country: str | None, pivot: str) -> list[str]:
+    """The KB's languages for ``country`` (and its global passages), pivot first, then by passage
+    count. ``language_overrides`` in the manifest replace the computed set."""
+    overrides = manifest.get("language_overrides") or {}
+    declared = overrides.get("countries", {}).get(country) if country else overrides.get("all")
+    if declared:
+        langs = list(declared)
+    else:
+        seen = manifest.get("languages") or {}
+        counts = Counter(seen.get("countries", {}).get(country, {}) if country else seen.get("all", {}))
+        if country:
+            counts.update(seen.get("global", {}))
+        langs = sorted(counts, key=lambda lang: (-counts[lang], lang))
+    return list(dict.fromkeys(([pivot] if pivot in langs else []) + langs))
+
+
+def own_language(manifest: dict[str, Any], question: Question, pivot: str) -> str:
+    """C_own: the local language of the question's country (its most frequent non-pivot language),
+    the pivot for a pivot-only country, and the question's language without a country."""
+    if not question.country:
+        return question.lang or pivot
+    langs = kb_languages(manifest, question.country, pivot)
+    return next((lang for lang in langs if lang != pivot), langs[0] if langs else question.lang or pivot)
+
+
+def path_filter(question: Question, config: SearchConfig, kb: KnowledgeBase) -> PassageFilter:
     """``lang_scope``: all → the configured ``langs`` (empty: every language); query → the question's
-    language only (monoRAG); pivot → the pivot language only (tRAG)."""
-    langs = {"all": tuple(config.langs), "query": (question.lang,) if question.lang else (),
-             "pivot": (config.pivot,)}[config.lang_scope]
+    language only (monoRAG); pivot → the pivot language only (tRAG); own → the question's country's
+    local language ([CORAL]'s C_own); own+pivot → that and the pivot."""
+    scope = config.lang_scope
+    if scope == "all":
+        langs: tuple[str, ...] = tuple(config.langs)
+    elif scope == "query":
+        langs = (question.lang,) if question.lang else ()
+    elif scope == "pivot":
+        langs = (config.pivot,)
+    else:
+        own = own_language(kb.manifest, question, config.pivot)
+        langs = tuple(dict.fromkeys((own, config.pivot) if scope == "own+pivot" else (own,)))
     return PassageFilter(country=question.country if config.country_filter else None, langs=langs)
