@@ -144,6 +144,15 @@ def test_loop_stops_on_a_repeated_plan_a_budget_and_flags_no_evidence(monkeypatc
     assert step["stopped"] == "no critic" and [h[0] for h in step["evidence"]] == ["de2", "de1"]
 
 
+def test_unknown_corpora_are_refused_repaired_once_then_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    judged = dict.fromkeys(PASSAGES, (3, 3, 3, 3))
+    _, step, trace = loop(Script([{"corpora": ["sv"]}, {"corpora": ["de"]}], judged, []), monkeypatch, critic=False)
+    assert step["rounds"][0]["corpora"] == ["de"] and [c.role for c in trace.llm_calls] == ["planner", "planner:repair"]
+    _, step, _ = loop(Script([{"corpora": ["sv"]}, {"corpora": ["xx"]}], judged, []), monkeypatch, critic=False)
+    first = step["rounds"][0]
+    assert first["corpora"] == ["en"] and "xx" in first["planner_error"] and "'en' or 'de'" in first["planner_error"]
+
+
 def test_coral_config_rules() -> None:
     with pytest.raises(ConfigError, match="critic totals"):
         preset_config("coral", {"threshold": 0.8})

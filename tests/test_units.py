@@ -107,3 +107,22 @@ def test_overrides_are_yaml_scalars_and_unknown_fields_fail() -> None:
         preset_config("nope")
     with pytest.raises(ConfigError, match="key=value"):
         parse_overrides(["oops"])
+
+
+def test_ladder_samples_share_their_questions() -> None:
+    """Baselines flagged ``sample`` run on the LLM steps' questions; per-KB and per-cell samples are fixed."""
+    from babelrag.bench.ladders import ladder
+    from babelrag.bench.runner import _step_questions, llm_sample
+    from babelrag.evaluate.golden import GoldenQuestion
+
+    golden = [GoldenQuestion(id=f"{kb}:{lang}:{i}", question="q", lang=lang, kb=kb, gold_pages=("p",))
+              for kb in ("A", "B") for lang in ("en", "de") for i in range(5)]
+    steps = {s.name: s for s in ladder("coral")}
+    own, loop = steps["C_own"], steps["CORAL"]
+    assert _step_questions(own, preset_config(own.preset), golden, False, 2, True) == \
+        _step_questions(loop, preset_config(loop.preset), golden, False, 2, True) == llm_sample(golden, 2)
+    assert len(llm_sample(golden, 2)) == 8 and len(_step_questions(own, preset_config(own.preset), golden, False,
+                                                                   None, False, per_kb=3)) == 6
+    assert _step_questions(steps["C_all (MultiRAG)"], preset_config("hybrid"), golden, False, 2, True) == \
+        llm_sample(golden, 2)
+    assert _step_questions(ladder("blog")[0], preset_config("keyword"), golden, False, 2, True) == golden

@@ -137,18 +137,22 @@ def qa_smoke_sample(questions: list[GoldenQuestion], pivot: str = "en") -> list[
 
 
 def _step_questions(step: Step, config: SearchConfig, golden: list[GoldenQuestion], quick: bool,
-                    per_cell: int | None, explicit: bool) -> list[GoldenQuestion]:
+                    per_cell: int | None, explicit: bool, per_kb: int | None = None) -> list[GoldenQuestion]:
     if not (step.answer or step.sample or uses_llm(config)):
         return golden
+    if per_kb is not None:
+        return llm_sample(golden, per_kb, by_kb=True)
     if quick and not explicit:  # smoke tests; measurements use --llm-per-cell
         return qa_smoke_sample(golden) if step.answer else llm_sample(golden, 1, by_kb=True, skip_kbs=("pooled",))
     return llm_sample(golden, per_cell)
 
 
 def run_bench(out: Path, data: Path, quick: bool = False, ladder_name: str = "blog", store: str | None = None,
-              seed: int = 13, llm: str | None = None, llm_per_cell: int | None = None) -> dict[str, Any]:
+              seed: int = 13, llm: str | None = None, llm_per_cell: int | None = None,
+              llm_per_kb: int | None = None) -> dict[str, Any]:
     """``llm_per_cell``: questions per cell for the LLM steps (default 20, and 1 for answering ladders);
-    ``quick`` without it: one question per country KB for the LLM steps, two questions for answering."""
+    ``llm_per_kb``: per knowledge base instead; ``quick`` without either: one question per country KB
+    for the LLM steps, two questions for answering."""
     started = time.perf_counter()
     store = store or str(home() / "bench" / "store")
     out.mkdir(parents=True, exist_ok=True)
@@ -165,7 +169,7 @@ def run_bench(out: Path, data: Path, quick: bool = False, ladder_name: str = "bl
             notes.append(f"step '{step.name}' skipped: {problem}")
             continue
         plan.append((number, step, overrides, _step_questions(step, config, bench.golden, quick, per_cell,
-                                                              llm_per_cell is not None)))
+                                                              llm_per_cell is not None, llm_per_kb)))
     needed = {q.index for _, _, _, questions in plan for q in questions}
     ensure_indexes({name: path for name, path in bench.indexes.items() if name in needed}, store)
     results: dict[str, RunResult] = {}
@@ -184,7 +188,7 @@ def run_bench(out: Path, data: Path, quick: bool = False, ladder_name: str = "bl
                "comparisons": comparisons(list(results.values())), "calibration": calibration,
                "latency_ratios": latency_ratios(results, steps),
                "data": {"source": str(data), "quick": quick, "seed": seed, "questions": len(bench.golden),
-                        "llm": llm, "llm_per_cell": per_cell, "indexes": sorted(needed), "notes": notes},
+                        "llm": llm, "llm_per_cell": per_cell, "llm_per_kb": llm_per_kb, "indexes": sorted(needed), "notes": notes},
                "seconds": time.perf_counter() - started}
     (out / "metrics.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")
     write_reports(summary, out)

@@ -53,6 +53,8 @@ def bench(
     llm: LlmOpt = None,
     llm_per_cell: Annotated[Optional[int], typer.Option(help="Questions per cell for the LLM steps "
                                                              "(default 1 with --quick, else 20).")] = None,
+    llm_per_kb: Annotated[Optional[int], typer.Option(help="Questions per knowledge base for the LLM steps, "
+                                                           "instead of per cell (a smaller spread sample).")] = None,
     store: StoreOpt = None,
 ) -> None:
     """The main job: build the cell benchmarks, index them, run a ladder, write metrics and the cell report."""
@@ -61,7 +63,7 @@ def bench(
     folder = out or Path("runs") / f"bench-{'qa-' if qa else ''}{'quick-' if quick else ''}{time.strftime('%Y%m%d-%H%M%S')}"
     ladder = ladder or (("qa-core" if quick else "qa") if qa else "blog")
     summary = run_bench(folder, data, quick=quick, ladder_name=ladder, store=store, seed=seed, llm=llm,
-                        llm_per_cell=llm_per_cell)
+                        llm_per_cell=llm_per_cell, llm_per_kb=llm_per_kb)
     for note in summary["data"]["notes"]:
         err.print(f"[yellow]note:[/] {escape(note)}")
     _print_metrics(summary["configs"])
