@@ -107,6 +107,13 @@ LADDERS: dict[str, list[Step]] = {
         Step("+corpus selection", "coral-select", answer=True, baseline="C_all (MultiRAG)"),
         Step("CORAL", "coral", answer=True, baseline="C_all (MultiRAG)"),
     ],
+    # [RHB]'s four settings only (no translation of evidence beyond CrossRAG): the cheap ordering check
+    "qa-rhb": [
+        Step("no-RAG", "norag", answer=True),
+        Step("monoRAG", "monorag", answer=True),
+        Step("MultiRAG", "multirag", answer=True),
+        Step("CrossRAG", "multirag+crossrag", answer=True, baseline="MultiRAG"),
+    ],
     # how to fuse the dense and keyword arms (the choice behind the hybrid default)
     "fusion": [
         Step("vector", "vector"),

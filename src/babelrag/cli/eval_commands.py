@@ -45,7 +45,7 @@ def bench(
     data: Annotated[Path, typer.Option(help="Folder with xquad-dev/ and swefaq-dev/, or any folder of "
                                             "XQuAD-format files (<name>.<lang>.json).")] = DEFAULT_DATA,
     ladder: Annotated[Optional[str], typer.Option(help="Ladder of configurations: blog (default), translate, "
-                                                       "kb-paths, fusion, qa, qa-core, coral, coral-qa.")] = None,
+                                                       "kb-paths, fusion, qa, qa-core, qa-rhb, coral, coral-qa.")] = None,
     qa: Annotated[bool, typer.Option("--qa", help="The answering ladder (qa; qa-core with --quick).")] = False,
     out: Annotated[Optional[Path], typer.Option(help="Output folder (default runs/bench-<time>); an existing "
                                                      "one resumes.")] = None,
