@@ -97,8 +97,8 @@ LADDERS: dict[str, list[Step]] = {
         Step("+corpus selection", "coral-select", baseline="C_all (MultiRAG)"),
         Step("+query rewriting", "coral-rewrite", baseline="C_all (MultiRAG)"),
         Step("CORAL", "coral", baseline="C_all (MultiRAG)"),
-        Step("CORAL min_each=4", "coral", {"coral": {"min_each": 4}}, baseline="CORAL"),
         Step("CORAL min_each=2", "coral", {"coral": {"min_each": 2}}, baseline="CORAL"),
+        Step("CORAL min_total=10", "coral", {"coral": {"min_each": 1, "min_total": 10}}, baseline="CORAL"),
     ],
     # the same with answers (QA metrics), the generator reading each step's top five
     "coral-qa": [

@@ -44,13 +44,12 @@ The last search was judged insufficient. Revise the plan from the critique: expa
 to recover local evidence, or narrow the selection to cut noise."""
 
 CRITIC = """You judge one retrieved passage as evidence for answering a question. First write one short
-critique: what the passage offers or lacks for this question. Then score each criterion from 1 (poor) to 5
-(excellent):
-- relevance: fits the question's key concepts, entities and intent;
-- usefulness: helps give a correct, complete answer;
-- clarity_specificity: precise, unambiguous and specific on the point asked;
-- compatibility: linguistic, cultural and domain fit with the question (same language or a faithful
-  equivalent, matching cultural assumptions).
+critique: quote the words of the passage that bear on the question, or say that it is off-topic. Then score
+each criterion from 1 to 5:
+- relevance: 5 = about exactly what the question asks; 3 = same topic, other details; 1 = another topic;
+- usefulness: 5 = the passage states the answer; 3 = it helps but does not state it; 1 = no help;
+- clarity_specificity: 5 = precise and specific on the point asked; 1 = vague or off the point;
+- compatibility: 5 = same language or a faithful equivalent and matching cultural assumptions; 1 = mismatched.
 Reply with JSON only."""
 
 SUFFICIENCY = """You decide whether the validated evidence is enough to answer the question. It is not enough
@@ -60,7 +59,8 @@ words; empty when sufficient)."""
 
 
 class CriticScores(BaseModel):
-    # the critique comes first, so the scores follow from a stated reason rather than precede one
+    # The critique comes first, so the scores follow from quoted evidence. Measured on the 1.5B model:
+    # scores first gave 5s to every passage; a critique first without anchored scales gave 1s to every one.
     critique: str = Field(min_length=3, max_length=200)
     relevance: int = Field(ge=1, le=5)
     usefulness: int = Field(ge=1, le=5)
