@@ -134,7 +134,7 @@ def test_loop_accumulates_rewrites_and_stops_when_sufficient(monkeypatch: pytest
 
 def test_loop_stops_on_a_repeated_plan_a_budget_and_flags_no_evidence(monkeypatch: pytest.MonkeyPatch) -> None:
     nothing = {"en1": (2, 2, 2, 2), "en2": (1, 1, 1, 1), "de1": (2, 2, 2, 2), "de2": (1, 1, 1, 1)}
-    ranking, step, trace = loop(Script([{"corpora": ["en"]}, {"corpora": ["en"], "rewrite_type": "none", "query": ""}],
+    ranking, step, trace = loop(Script([{"corpora": ["de", "en"]}, {"corpora": ["en", "de"], "rewrite_type": "none"}],
                                        nothing, []), monkeypatch)
     assert step["stopped"] == "plan repeated" and not ranking.hits and step["no_evidence"]
     assert not any(c.role == "sufficiency" for c in trace.llm_calls)  # nothing validated: no call needed

@@ -126,6 +126,11 @@ class Budget:
         return "budget:tokens" if tokens >= self.max_tokens else "budget:seconds" if seconds >= self.max_seconds else None
 
 
+def _same_search(plan: dict[str, Any], query: str, last: dict[str, Any]) -> bool:
+    return (set(plan["corpora"]), set(plan.get("countries") or ()), query) == \
+        (set(last["corpora"]), set(last.get("countries") or ()), last["query_used"])
+
+
 def _clip(text: str, chars: int) -> str:
     return text if len(text) <= chars else text[:chars].rsplit(" ", 1)[0] + " …"
 
@@ -157,7 +162,7 @@ class Coral:
                 plan = self._plan(llm, question, query, langs, countries, options.max_corpora, rewrite, revise, trace)
                 if plan.get("rewrite_type", "none") != "none" and plan.get("query", "").strip():
                     query = plan["query"].strip()
-                if revise is not None and (plan["corpora"], query) == (revise["corpora"], revise["query_used"]):
+                if revise is not None and _same_search(plan, query, revise):
                     stopped = "plan repeated"  # the same search again would find the same passages
                     break
                 query_lang = question.lang if query == question.text else detect.detect(query)[0]
