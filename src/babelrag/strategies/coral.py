@@ -254,7 +254,8 @@ class Coral:
             kept = passes(scores, options.min_each, options.min_total)
             if kept and pid not in validated:  # accumulated across rounds, from the round that first found it
                 validated[pid] = Judged(hit, scores, number)
-            records.append({"id": pid, "lang": hit.passage.lang, "scores": list(scores.criteria),
+            records.append({"id": pid, "doc_id": hit.passage.doc_id, "lang": hit.passage.lang,
+                            "scores": list(scores.criteria),
                             "total": sum(scores.criteria), "kept": kept, "critique": scores.critique})
         return records, None
 
