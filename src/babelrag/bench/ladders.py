@@ -106,6 +106,8 @@ LADDERS: dict[str, list[Step]] = {
         Step("C_all (MultiRAG)", "fixed-all", answer=True),
         Step("+corpus selection", "coral-select", answer=True, baseline="C_all (MultiRAG)"),
         Step("CORAL", "coral", answer=True, baseline="C_all (MultiRAG)"),
+        Step("CORAL min_total=10", "coral", {"coral": {"min_each": 1, "min_total": 10}}, answer=True,
+             baseline="CORAL"),
     ],
     # [RHB]'s four settings only (no translation of evidence beyond CrossRAG): the cheap ordering check
     "qa-rhb": [
