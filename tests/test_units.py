@@ -126,3 +126,15 @@ def test_ladder_samples_share_their_questions() -> None:
     assert _step_questions(steps["C_all (MultiRAG)"], preset_config("hybrid"), golden, False, 2, True) == \
         llm_sample(golden, 2)
     assert _step_questions(ladder("blog")[0], preset_config("keyword"), golden, False, 2, True) == golden
+
+
+def test_bench_summary_prints_answer_ladders_without_retrieval_metrics(capsys: pytest.CaptureFixture) -> None:
+    """no-RAG retrieves nothing: its cells have answer metrics only, and the summary must still print."""
+    from babelrag.cli.eval_commands import _print_metrics
+
+    cell = {"kb": "SE", "lang": "sv", "n": 2, "answer_char3": 0.25}
+    _print_metrics({"no-RAG": {"overall": {"answer_char3": 0.25, "answer_em": 0.0}, "cells": [cell]},
+                    "MultiRAG": {"overall": {"answer_char3": 0.5, "recall@10": 1.0},
+                                 "cells": [dict(cell, answer_char3=0.5, **{"recall@10": 1.0})]}})
+    printed = capsys.readouterr().out
+    assert "worst cell by char3" in printed and "0.250" in printed and "0.500" in printed

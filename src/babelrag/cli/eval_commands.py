@@ -87,14 +87,21 @@ def report(
 
 
 def _print_metrics(configs: dict) -> None:
-    table = Table(title="overall (worst cell by Recall@10)")
-    for column in ("configuration", "R@10", "R@1", "MRR", "docs", "p50 ms", "worst cell"):
+    """Overall numbers and each configuration's worst cell by its headline metric (answer char-3-gram
+    recall when answers were scored, else Recall@10; no-RAG has no retrieval metrics)."""
+    answering = any("answer_char3" in m["overall"] for m in configs.values())
+    headline, label = ("answer_char3", "char3") if answering else ("recall@10", "R@10")
+    table = Table(title=f"overall (worst cell by {label})")
+    columns = ("configuration", *(("char3", "EM") if answering else ()), "R@10", "R@1", "MRR", "docs", "p50 ms",
+               "worst cell")
+    for column in columns:
         table.add_column(column)
     for name, metrics in configs.items():
         overall = metrics["overall"]
-        worst = min(metrics["cells"], key=lambda c: c["recall@10"]) if metrics["cells"] else None
-        table.add_row(name, f"{overall.get('recall@10', 0):.3f}", f"{overall.get('recall@1', 0):.3f}",
-                      f"{overall.get('mrr', 0):.3f}", f"{overall.get('docs_passed', 0):.1f}",
-                      f"{overall.get('latency_ms_p50', 0):.1f}",
-                      f"{worst['kb']}/{worst['lang']} {worst['recall@10']:.3f} (n={worst['n']})" if worst else "")
+        scored = [c for c in metrics["cells"] if c.get(headline) is not None]
+        worst = min(scored, key=lambda c: c[headline]) if scored else None
+        values = [f"{overall[m]:.3f}" if m in overall else "–"
+                  for m in (*(("answer_char3", "answer_em") if answering else ()), "recall@10", "recall@1", "mrr")]
+        table.add_row(name, *values, f"{overall.get('docs_passed', 0):.1f}", f"{overall.get('latency_ms_p50', 0):.1f}",
+                      f"{worst['kb']}/{worst['lang']} {worst[headline]:.3f} (n={worst['n']})" if worst else "")
     out.print(table)
