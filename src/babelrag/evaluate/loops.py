@@ -39,8 +39,7 @@ def loop_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     return {"questions": n,
             "rounds_mean": sum(len(s["rounds"]) for s in loops) / n,
             # the round by which the final evidence was all found (the paper's "selected at iteration")
-            "evidence_round_mean": _mean([max(h[3] for h in s["evidence"]) for s in loops
-                                           if s["evidence"] and len(s["evidence"][0]) > 3]),
+            "evidence_round_mean": _mean([max(hit[3] for hit in s["evidence"]) for s in loops if s["evidence"]]),
             "chosen_langs": _shares(chosen), "evidence_langs": _shares(evidence),
             "rewrites": dict(rewrites), "rewrites_per_question": sum(rewrites.values()) / n,
             "stopped": dict(Counter(s["stopped"] for s in loops)),
