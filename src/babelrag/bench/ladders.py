@@ -6,7 +6,7 @@ a ratio to its ``baseline`` step (default: the previous one).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from babelrag.errors import ConfigError
@@ -79,15 +79,6 @@ LADDERS: dict[str, list[Step]] = {
         Step("chat+dkm", "chat+dkm", {"threshold": None}, answer=True, baseline="MultiRAG"),
         Step("chat+qtt", "chat+qtt", {"threshold": None}, answer=True, baseline="MultiRAG"),
     ],
-    # the six papers' steps only: what `bench --qa --quick` runs
-    "qa-core": [
-        Step("no-RAG", "norag", answer=True),
-        Step("monoRAG", "monorag", answer=True),
-        Step("MultiRAG", "multirag", answer=True),
-        Step("CrossRAG", "multirag+crossrag", answer=True, baseline="MultiRAG"),
-        Step("DKM-RAG", "multirag+dkm", answer=True, baseline="MultiRAG"),
-        Step("QTT-RAG", "multirag+qtt", answer=True, baseline="MultiRAG"),
-    ],
     # [CORAL] (SPEC §3.9, §7.6): the fixed scopes, then from MultiRAG its ablations (dynamic corpus
     # selection, + query rewriting) and the full loop, and the critic threshold either side of the default
     "coral": [
@@ -100,22 +91,6 @@ LADDERS: dict[str, list[Step]] = {
         Step("CORAL min_each=2", "coral", {"coral": {"min_each": 2}}, baseline="CORAL"),
         Step("CORAL min_total=10", "coral", {"coral": {"min_each": 1, "min_total": 10}}, baseline="CORAL"),
     ],
-    # the same with answers (QA metrics), the generator reading each step's top five
-    "coral-qa": [
-        Step("C_own", "fixed-own", answer=True),
-        Step("C_all (MultiRAG)", "fixed-all", answer=True),
-        Step("+corpus selection", "coral-select", answer=True, baseline="C_all (MultiRAG)"),
-        Step("CORAL", "coral", answer=True, baseline="C_all (MultiRAG)"),
-        Step("CORAL min_total=10", "coral", {"coral": {"min_each": 1, "min_total": 10}}, answer=True,
-             baseline="CORAL"),
-    ],
-    # [RHB]'s four settings only (no translation of evidence beyond CrossRAG): the cheap ordering check
-    "qa-rhb": [
-        Step("no-RAG", "norag", answer=True),
-        Step("monoRAG", "monorag", answer=True),
-        Step("MultiRAG", "multirag", answer=True),
-        Step("CrossRAG", "multirag+crossrag", answer=True, baseline="MultiRAG"),
-    ],
     # how to fuse the dense and keyword arms (the choice behind the hybrid default)
     "fusion": [
         Step("vector", "vector"),
@@ -126,6 +101,19 @@ LADDERS: dict[str, list[Step]] = {
         Step("hybrid zscore kw=0.3", "hybrid", {"fusion": "zscore", "keyword_weight": 0.3}),
     ],
 }
+
+
+def _pick(source: str, names: tuple[str, ...], **changes: Any) -> list[Step]:
+    return [replace(step, **changes) for step in LADDERS[source] if step.name in names]
+
+
+# the six papers' steps only: what `bench --qa --quick` runs
+LADDERS["qa-core"] = _pick("qa", ("no-RAG", "monoRAG", "MultiRAG", "CrossRAG", "DKM-RAG", "QTT-RAG"))
+# [RHB]'s four settings only (no evidence translation beyond CrossRAG): the cheap ordering check
+LADDERS["qa-rhb"] = _pick("qa", ("no-RAG", "monoRAG", "MultiRAG", "CrossRAG"))
+# CORAL with answers (QA metrics): the generator reads each step's top five
+LADDERS["coral-qa"] = _pick("coral", ("C_own", "C_all (MultiRAG)", "+corpus selection", "CORAL", "CORAL min_total=10"),
+                            answer=True, sample=False)
 
 
 def ladder(name: str) -> list[Step]:

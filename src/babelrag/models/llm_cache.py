@@ -7,40 +7,29 @@ cost accounting still reports what a method costs. Sampled requests (temperature
 """
 from __future__ import annotations
 
-import hashlib
-import json
-import sqlite3
-import threading
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from babelrag.json_store import JsonStore, digest
 from babelrag.models.llm_types import LLM, Completion, Message
 
 
 class CachedLLM:
     def __init__(self, inner: LLM, path: Path):
         self.inner, self.name = inner, inner.name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS completions (key TEXT PRIMARY KEY, value TEXT)")
-        self._lock = threading.Lock()
+        self._store = JsonStore(path, "completions")
 
     def _key(self, messages: list[Message], json_schema: dict[str, Any] | None, max_tokens: int, seed: int) -> str:
-        return hashlib.sha256(json.dumps([self.name, messages, json_schema, max_tokens, seed], ensure_ascii=False,
-                                         sort_keys=True).encode()).hexdigest()
+        return digest([self.name, messages, json_schema, max_tokens, seed])
 
     def _get(self, key: str) -> Completion | None:
-        with self._lock:
-            row = self._db.execute("SELECT value FROM completions WHERE key = ?", (key,)).fetchone()
-        return replace(Completion(**json.loads(row[0])), cached=True) if row else None
+        stored = self._store.get(key)
+        return replace(Completion(**stored), cached=True) if stored else None
 
     def _put(self, key: str, completion: Completion) -> None:
-        with self._lock, self._db:
-            self._db.execute("INSERT OR REPLACE INTO completions VALUES (?, ?)",
-                             (key, json.dumps(asdict(completion), ensure_ascii=False)))
+        self._store.put(key, asdict(completion))
 
     def complete(self, messages: list[Message], json_schema: dict[str, Any] | None = None, max_tokens: int = 256,
                  temperature: float = 0.0, seed: int = 0) -> Completion:

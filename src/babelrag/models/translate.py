@@ -8,9 +8,7 @@ Translation is the one LLM call in the chat retrieval path, so every result is c
 """
 from __future__ import annotations
 
-import hashlib
 import json
-import sqlite3
 import threading
 import time
 from collections.abc import Sequence
@@ -21,6 +19,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, Field, create_model
 
 from babelrag.errors import ConfigError
+from babelrag.json_store import JsonStore, digest
 from babelrag.lang.detect import detector
 from babelrag.lang.languages import language_name
 from babelrag.models.llm import LLM
@@ -213,34 +212,23 @@ class CachedTranslator:
 
     def __init__(self, inner: Translator, path: Path):
         self.inner, self.name = inner, inner.name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS translations (key TEXT PRIMARY KEY, value TEXT)")
-        self._lock = threading.Lock()
+        self._store = JsonStore(path, "translations")
 
     def _key(self, src: str, tgt: str, text: str) -> str:
-        return hashlib.sha256(json.dumps([self.name, src, tgt, text], ensure_ascii=False).encode()).hexdigest()
+        return digest([self.name, src, tgt, text])
 
     def translate_targets(self, text: str, src: str, targets: Sequence[str]) -> dict[str, Translation]:
         found: dict[str, Translation] = {}
-        with self._lock:
-            for target in targets:
-                row = self._db.execute("SELECT value FROM translations WHERE key = ?",
-                                       (self._key(src, target, text),)).fetchone()
-                if row:
-                    stored = json.loads(row[0])
-                    found[target] = Translation(stored["text"], tuple(LLMCall(**c, cached=True) for c in stored["calls"]))
+        for target in targets:
+            if (stored := self._store.get(self._key(src, target, text))) is not None:
+                found[target] = Translation(stored["text"], tuple(LLMCall(**c, cached=True) for c in stored["calls"]))
         missing = [t for t in targets if t not in found]
         if missing:
             fresh = self.inner.translate_targets(text, src, missing)
-            with self._lock, self._db:
-                for target, translation in fresh.items():
-                    value = {"text": translation.text,
-                             "calls": [{k: getattr(c, k) for k in ("role", "model", "prompt_tokens",
-                                                                   "completion_tokens", "seconds")}
-                                       for c in translation.calls]}
-                    self._db.execute("INSERT OR REPLACE INTO translations VALUES (?, ?)",
-                                     (self._key(src, target, text), json.dumps(value, ensure_ascii=False)))
+            for target, translation in fresh.items():
+                self._store.put(self._key(src, target, text), {
+                    "text": translation.text,
+                    "calls": [{k: getattr(c, k) for k in ("role", "model", "prompt_tokens", "completion_tokens",
+                                                          "seconds")} for c in translation.calls]})
             found.update(fresh)
         return {t: found[t] for t in targets}

@@ -6,12 +6,10 @@ manifest's identity (components, update time, size): re-indexing invalidates it.
 """
 from __future__ import annotations
 
-import hashlib
-import json
-import sqlite3
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from babelrag.json_store import JsonStore, digest
 
 if TYPE_CHECKING:
     from babelrag.config import SearchConfig
@@ -23,11 +21,7 @@ CachedArm = tuple[str, str, list[tuple[str, float]]]  # label, scorer, (passage 
 
 class RetrievalCache:
     def __init__(self, path: Path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS arms (key TEXT PRIMARY KEY, value TEXT)")
-        self._lock = threading.Lock()
+        self._store = JsonStore(path, "arms")
         self.hits = self.misses = 0
 
     @staticmethod
@@ -36,17 +30,15 @@ class RetrievalCache:
         identity = {"kb": kb.name, "components": manifest.get("components"), "updated": manifest.get("updated_at"),
                     "passages": manifest.get("passages"), "text": request.text, "lang": request.lang,
                     "filter": repr(request.filter), "mode": config.mode, "candidates": config.candidates}
-        return hashlib.sha256(json.dumps(identity, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+        return digest(identity)
 
     def get(self, key: str) -> list[CachedArm] | None:
-        with self._lock:
-            row = self._db.execute("SELECT value FROM arms WHERE key = ?", (key,)).fetchone()
-        if row is None:
+        stored = self._store.get(key)
+        if stored is None:
             self.misses += 1
             return None
         self.hits += 1
-        return [(label, scorer, [(pid, float(score)) for pid, score in hits]) for label, scorer, hits in json.loads(row[0])]
+        return [(label, scorer, [(pid, float(score)) for pid, score in hits]) for label, scorer, hits in stored]
 
     def put(self, key: str, arms: list[CachedArm]) -> None:
-        with self._lock, self._db:
-            self._db.execute("INSERT OR REPLACE INTO arms VALUES (?, ?)", (key, json.dumps(arms, ensure_ascii=False)))
+        self._store.put(key, arms)
