@@ -14,6 +14,7 @@ from babelrag.config import preset_config
 from babelrag.errors import ConfigError, InputError
 from babelrag.evaluate.golden import GoldenQuestion, load_golden
 from babelrag.evaluate.runs import COMPLETE, run_config
+from babelrag.ingest.pipeline import index_sources
 
 from conftest import DATA, XQUAD
 
@@ -108,6 +109,23 @@ def test_runs_resume_and_refuse_a_changed_config(xquad_store: str, small_xquad: 
         run_config("vector", preset_config("keyword"), golden, folder, xquad_store)
 
 
+def test_resume_refuses_an_index_changed_since(tmp_path: Path) -> None:
+    source = tmp_path / "kb.jsonl"
+    rows = [{"id": "a", "text": "Stockholm är Sveriges huvudstad.", "lang": "sv"},
+            {"id": "b", "text": "Warszawa jest stolicą Polski.", "lang": "pl"}]
+    source.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows), encoding="utf-8")
+    store = str(tmp_path / "store")
+    index_sources("tiny", [str(source)], store)
+    golden = [GoldenQuestion(id="q", question="Vad är Sveriges huvudstad?", lang="sv", kb="tiny", gold_pages=("a",))]
+    folder = tmp_path / "run"
+    run_config("vector", preset_config("vector"), golden, folder, store)
+    (folder / COMPLETE).unlink()  # interrupted; then the KB changes underneath it
+    source.write_text(json.dumps({"id": "c", "text": "Oslo er Norges hovedstad.", "lang": "no"}), encoding="utf-8")
+    index_sources("tiny", [str(source)], store)
+    with pytest.raises(ConfigError, match="index contents"):
+        run_config("vector", preset_config("vector"), golden, folder, store)
+
+
 def test_bench_end_to_end_on_another_folder(tmp_path: Path) -> None:
     data = other_folder(tmp_path / "data", langs=("en", "de", "zh"), articles=4, paragraphs=2)
     out = tmp_path / "bench"
@@ -122,12 +140,25 @@ def test_bench_end_to_end_on_another_folder(tmp_path: Path) -> None:
         kbs = {q["kb"] for q in map(json.loads, (out / "data" / "golden.jsonl").read_text().splitlines())} - {"pooled"}
         assert all(metrics["configs"][s]["overall"]["n"] == len(kbs) for s in with_llm)
         assert metrics["configs"]["+kb-languages (max)"]["overall"]["llm_calls"] > 0
-        assert metrics["latency_ratios"]["delta"]["baseline"] == "+country"
+        delta = next(c for c in metrics["comparisons"] if c["to"] == "delta")
+        assert delta["from"] == "+country" and delta["n"] == len(kbs) and delta["ratios"]["retrieval_ms"] > 0
     for config in metrics["configs"].values():
-        assert {"recall@10", "mrr", "docs_passed", "latency_ms_p50"} <= set(config["overall"])
+        assert {"recall@10", "mrr", "docs_passed", "latency_ms_p50", "model_ms_p50", "failed"} <= set(config["overall"])
+        assert config["split"] == "test" and config["timing"]["mode"] == "cold"
         assert config["cells"] and {"kb", "lang", "n", "recall@10", "mrr"} <= set(config["cells"][0])
     assert any("swefaq skipped" in note for note in summary["data"]["notes"])
     assert metrics["calibration"]["hybrid+rerank"]["threshold"] > 0
+    assert metrics["calibration"]["hybrid+rerank"]["split"] == "dev"
+    hybrid = metrics["configs"]["hybrid+rerank"]  # τ tuned on dev: dev is shown apart, never in the headline
+    golden = [json.loads(line) for line in (out / "data" / "golden.jsonl").read_text().splitlines()]
+    assert hybrid["overall"]["n"] == sum(q["tags"]["split"] == "test" for q in golden)
+    assert hybrid["excluded"]["n"] == sum(q["tags"]["split"] == "dev" for q in golden)
+    assert metrics["correction"]["method"] == "Benjamini–Hochberg"
+    from babelrag.evaluate.report import load_summary, markdown
+
+    again = load_summary([out])  # `babelrag report` re-renders from the run folders: nothing dropped
+    assert again["comparisons"] == metrics["comparisons"] and again["correction"] == metrics["correction"]
+    assert markdown(again) == (out / "report.md").read_text()
     assert (out / COMPLETE).exists() and (out / "report.md").read_text().startswith("# babelrag")
     assert "const DATA = {" in (out / "report.html").read_text()
     # the +country step filters by the question's country: never more passages than without it

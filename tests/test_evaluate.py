@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from babelrag.errors import InputError
+from babelrag.errors import ConfigError, InputError
 from babelrag.evaluate.answers import (
     answer_language_correct, char3gram_recall, char3grams, flexible_exact_match,
 )
@@ -118,3 +118,59 @@ def test_golden_validation_names_file_line_and_field(tmp_path: Path) -> None:
         load_golden(path)
     path.write_text(json.dumps(good) + "\n")
     assert load_golden(path)[0].as_question().lang == "sv"
+
+
+def test_retrieval_metrics_agree_with_ir_measures() -> None:
+    """An independent implementation on lists with misses, empty lists and several gold pages. (Repeated pages
+    — several language versions of one page in the passed list — keep their passage positions in ours, as
+    SPEC §5 ranks the list passed on; ir_measures cannot express repeats, see the page-level test above.)"""
+    ir_measures = pytest.importorskip("ir_measures")
+    from ir_measures import RR, R, nDCG
+
+    rng = __import__("random").Random(7)
+    pages = [f"p{i}" for i in range(30)]
+    runs = {f"q{n}": rng.sample(pages, rng.randint(0, 25)) for n in range(80)}
+    gold = {q: rng.sample(pages, rng.randint(1, 3)) for q in runs}
+    qrels = [ir_measures.Qrel(q, page, 1) for q, pages_ in gold.items() for page in pages_]
+    scored = [ir_measures.ScoredDoc(q, page, float(len(ranked) - i)) for q, ranked in runs.items()
+              for i, page in enumerate(ranked)]
+    theirs = {(str(m.measure), m.query_id): m.value for m in
+              ir_measures.iter_calc([RR, R @ 1, R @ 5, R @ 10, nDCG @ 10], qrels, scored)}
+    for q, ranked in runs.items():
+        ours = retrieval_scores(ranked, gold[q])
+        for name, measure in (("mrr", "RR"), ("recall@1", "R@1"), ("recall@5", "R@5"), ("recall@10", "R@10"),
+                              ("ndcg@10", "nDCG@10")):
+            assert ours[name] == pytest.approx(theirs.get((measure, q), 0.0), abs=1e-9), (q, name)
+
+
+def test_calibration_refuses_to_tune_on_the_questions_it_scores() -> None:
+    rows = [{"gold_pages": ["g"], "evidence": [{"doc_id": "g", "score": 0.9}], "tags": {}} for _ in range(5)]
+    with pytest.raises(ConfigError, match="leakage"):
+        calibrate_threshold(rows)
+    assert calibrate_threshold(rows, allow_all=True)["split"] is None  # allowed explicitly, and labelled so
+
+
+def test_many_cell_tests_are_corrected_and_small_cells_untested() -> None:
+    """20 cells of pure noise and one real change: uncorrected, noise cells would pass p < 0.05 by chance."""
+    from babelrag.evaluate.significance import compare, correct
+
+    rng = __import__("random").Random(3)
+    a, b = [], []
+    for cell in range(21):
+        for i in range(30):
+            base = float(rng.random() < 0.5)
+            a.append({"id": f"{cell}-{i}", "kb": f"kb{cell}", "lang": "en", "mrr": base})
+            changed = 1.0 if cell == 0 else float(rng.random() < 0.5)
+            b.append({"id": f"{cell}-{i}", "kb": f"kb{cell}", "lang": "en", "mrr": changed})
+    a.append({"id": "tiny", "kb": "tiny", "lang": "en", "mrr": 0.0})
+    b.append({"id": "tiny", "kb": "tiny", "lang": "en", "mrr": 1.0})
+    comparison = {"mrr": compare(a, b, "mrr")}
+    how = correct([comparison], ["mrr"])
+    cells = {c["kb"]: c for c in comparison["mrr"]["cells"]}
+    assert how == {"method": "Benjamini–Hochberg", "cell_tests": 21, "overall_tests": 1, "min_pairs": 10}
+    assert cells["tiny"]["p"] is None and cells["tiny"]["p_adj"] is None  # one pair: not tested
+    assert cells["kb0"]["p_adj"] < 0.05
+    assert all(c["p_adj"] >= c["p"] for c in cells.values() if c["p"] is not None)
+    noisy = [c for name, c in cells.items() if name not in ("kb0", "tiny")]
+    assert all(c["p_adj"] > 0.05 for c in noisy)
+    assert cells["kb0"]["mean_a"] < 0.7 and cells["kb0"]["mean_b"] == 1.0  # means on the paired questions

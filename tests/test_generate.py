@@ -71,7 +71,7 @@ def test_ask_answers_in_german_and_cites_a_passage(kb: KnowledgeBase) -> None:
     answer = Answerer(kb, small("multirag", generate_k=3)).ask("Wer hat den Super Bowl 50 gewonnen?")
     assert answer.question.lang == "de"
     from babelrag.evaluate.answers import answer_language_correct
-    assert answer_language_correct(strip_citations(answer.text), "de", ["de", "en"]) in (True, None)
+    assert answer_language_correct(strip_citations(answer.text), "de", ["de", "en"]) is not False
     assert answer.citations and answer.cited_how in ("cited", "attributed")
     assert all(c.passage.doc_id.startswith("Super_Bowl_50") for c in answer.citations)
     prompt = "\n".join(m["content"] for m in messages_for(answer.question, answer.context))
@@ -96,8 +96,9 @@ def test_dkm_sets_and_qtt_tags(kb: KnowledgeBase) -> None:
     assert all(c.lang == "de" for c in dkm.context.passages)
     qtt = Answerer(kb, small("multirag+qtt", langs=["en"])).ask(GERMAN)
     assert all("[Qualität]" in c.text for c in qtt.context.passages) and "Originale" in qtt.context.instruction
-    strict = Answerer(kb, small("multirag+qtt", langs=["en"], qtt_min_score=5.0)).ask(GERMAN)
-    assert len(strict.context.passages) <= len(qtt.context.passages)
+    strict = Answerer(kb, small("multirag+qtt", langs=["en"], qtt_min_score=4.0)).ask(GERMAN)
+    kept = [c.passage.id for c in qtt.context.passages if (c.tags.get("mean") or 0.0) >= 4.0]
+    assert [c.passage.id for c in strict.context.passages] == kept  # exactly the translations scoring ≥ 4
 
 
 @pytest.mark.slow

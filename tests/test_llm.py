@@ -72,8 +72,8 @@ def test_translation_cache_keeps_costs_and_counts_cached_calls(tmp_path: Path) -
     inner = LLMTranslator(Scripted('{"en": "Who won?", "de": "Wer gewann?"}'))
     cached = CachedTranslator(inner, tmp_path / "t.sqlite")
     first, second = Trace(), Trace()
-    assert translate_many(cached, "Vem vann?", "sv", ["en", "de", "sv"], first) == \
-        {"en": "Who won?", "de": "Wer gewann?", "sv": "Vem vann?"}
+    done = translate_many(cached, "Vem vann?", "sv", ["en", "de", "sv"], first)
+    assert done.texts == {"en": "Who won?", "de": "Wer gewann?", "sv": "Vem vann?"} and not done.failed
     assert translate(cached, "Vem vann?", "sv", "de", second) == "Wer gewann?"  # served from the cache
     assert [c.cached for c in first.llm_calls] == [False]
     assert second.llm_calls == []  # the call's cost belongs to the first target only

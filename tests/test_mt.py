@@ -33,17 +33,29 @@ def tiny_mt(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def test_mt_model_from_a_local_path_translates_and_is_cached(tiny_mt: Path, tmp_path: Path) -> None:
-    mt = MTTranslator(str(tiny_mt), lang_codes={"en": "__en__", "sv": "__sv__"}, max_length=8)
+def test_mt_model_from_a_local_path_finds_its_language_tokens(tiny_mt: Path, tmp_path: Path) -> None:
+    mt = MTTranslator(str(tiny_mt), max_length=8)
+    assert mt.lang_codes == {"en": "__en__", "sv": "__sv__"}  # M2M-style tokens found in the vocabulary
     first = mt.translate_targets("hej världen", "sv", ["en"])["en"]
-    assert isinstance(first.text, str) and first.calls[0].role == "translator"
+    assert first.calls[0].role == "translator" and first.calls[0].completion_tokens > 0
     assert mt.translate_targets("hej världen", "sv", ["en"])["en"].text == first.text  # greedy: deterministic
-    cached = CachedTranslator(mt, tmp_path / "cache.sqlite")
-    trace = Trace()
-    assert translate_many(cached, "hej världen", "sv", ["en"], trace)["en"] == first.text
-    again = Trace()
+    with pytest.raises(ConfigError, match="no language token for de"):
+        mt.translate_targets("hej världen", "sv", ["de"])
+    (tiny_mt / "babelrag.json").write_text('{"lang_codes": {"en": "__sv__", "sv": "__en__"}}')
+    try:
+        assert MTTranslator(str(tiny_mt)).lang_codes == {"en": "__sv__", "sv": "__en__"}  # declared wins
+    finally:
+        (tiny_mt / "babelrag.json").unlink()
+
+
+def test_a_looping_mt_output_is_a_failure_and_never_cached(tiny_mt: Path, tmp_path: Path) -> None:
+    """The untrained model loops ("hej hej hej …"), as real small models do on some inputs."""
+    cached = CachedTranslator(MTTranslator(str(tiny_mt), max_length=8), tmp_path / "cache.sqlite")
+    trace, again = Trace(), Trace()
+    first = translate_many(cached, "hej världen", "sv", ["en"], trace)
+    assert first.texts == {} and "loop" in first.failed["en"]
     translate_many(cached, "hej världen", "sv", ["en"], again)
-    assert [c.cached for c in trace.llm_calls + again.llm_calls] == [False, True]
+    assert [c.cached for c in trace.llm_calls + again.llm_calls] == [False, False]  # asked again, paid again
 
 
 def test_mt_path_without_a_model_is_refused(tmp_path: Path) -> None:

@@ -105,3 +105,16 @@ def test_squad_without_context_is_refused(tmp_path: Path) -> None:
     source.write_text(json.dumps({"data": [{"title": "T", "paragraphs": [{"qas": []}]}]}), encoding="utf-8")
     with pytest.raises(InputError, match=r"data\[0\].paragraphs\[0\] has no 'context'"):
         records(source)
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\u0085", "\x1c", "\x0b"])
+def test_jsonl_lines_split_on_newline_only(tmp_path: Path, separator: str) -> None:
+    """JSON allows these unescaped inside strings; ``str.splitlines`` would cut the record there."""
+    from babelrag.evaluate.runs import read_jsonl_rows
+
+    path = tmp_path / "docs.jsonl"
+    records = [{"id": "a", "text": f"first{separator}still the first"}, {"id": "b", "text": "second"}]
+    path.write_text("\r\n".join(json.dumps(r, ensure_ascii=False) for r in records) + "\n", encoding="utf-8")
+    read = list(read_source(path))
+    assert [(r.data["text"], r.line) for r in read] == [(records[0]["text"], 1), ("second", 2)]
+    assert read_jsonl_rows(path) == records  # run folders' traces read the same way

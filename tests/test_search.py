@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from babelrag.config import preset_config
+from babelrag.evaluate.metrics import reciprocal_rank
 from babelrag.ingest.pipeline import index_sources
 from babelrag.kb import KnowledgeBase
 from babelrag.retrieve.pipeline import Searcher
@@ -18,10 +19,10 @@ pytestmark = pytest.mark.slow
 
 
 def questions(files: list[Path], lang: str) -> list[tuple[str, str]]:
-    """(question, gold page) for the first question of every paragraph in the small subset."""
+    """(question, gold page) for every question of the small subset: 51 per language over 6 pages."""
     data = json.loads(next(f for f in files if f.name == f"xquad.{lang}.json").read_text(encoding="utf-8"))
-    return [(p["qas"][0]["question"], f"{a['title']}#{i}")
-            for a in data["data"] for i, p in enumerate(a["paragraphs"])]
+    return [(q["question"], f"{a['title']}#{i}") for a in data["data"] for i, p in enumerate(a["paragraphs"])
+            for q in p["qas"]]
 
 
 @pytest.fixture(scope="module")
@@ -30,14 +31,46 @@ def kb(xquad_store: str):
         yield handle
 
 
+def rank_scores(kb: KnowledgeBase, preset: str, pairs: list[tuple[str, str]], lang: str,
+                passage_langs: list[str]) -> tuple[float, float]:
+    searcher = Searcher(kb, preset_config(preset, {"langs": passage_langs}))
+    ranks = [reciprocal_rank(searcher.search(Question(text, lang=lang)).evidence.doc_ids(), [gold])
+             for text, gold in pairs]
+    return sum(r == 1.0 for r in ranks) / len(ranks), sum(ranks) / len(ranks)
+
+
+# Floors, and how far a random ranker is from them: with one language's 6 passages as candidates a random
+# ranker has R@1 = 1/6 and MRR ≈ 0.41 per question; over 51 questions P(R@1 ≥ 0.85) < 1e-20 and the MRR
+# floor is > 10 standard deviations above its mean. Measured (this fixture): monolingual R@1 0.92–1.00 and
+# MRR 0.96–1.00 in every language and mode; cross-lingual (questions against English passages, German for
+# English questions) R@1 0.76–1.00, MRR 0.86–1.00.
 @pytest.mark.parametrize("preset", ["keyword", "vector", "default"])
 @pytest.mark.parametrize("lang", XQUAD_LANGS)
-def test_gold_page_in_top_10_for_every_language(kb: KnowledgeBase, small_xquad: list[Path], lang: str,
-                                                preset: str) -> None:
-    searcher = Searcher(kb, preset_config(preset))
-    found = [gold in searcher.search(Question(text, lang=lang)).evidence.doc_ids()
-             for text, gold in questions(small_xquad, lang)]
-    assert sum(found) >= len(found) - 1, f"{preset}/{lang}: {found}"
+def test_gold_page_first_for_every_language(kb: KnowledgeBase, small_xquad: list[Path], lang: str,
+                                            preset: str) -> None:
+    recall_1, mrr = rank_scores(kb, preset, questions(small_xquad, lang), lang, [lang])
+    assert recall_1 >= 0.85 and mrr >= 0.9, f"{preset}/{lang}: R@1 {recall_1:.3f}, MRR {mrr:.3f}"
+
+
+@pytest.mark.parametrize("preset", ["vector", "default"])
+@pytest.mark.parametrize("lang", XQUAD_LANGS)
+def test_gold_page_across_languages(kb: KnowledgeBase, small_xquad: list[Path], lang: str, preset: str) -> None:
+    other = "de" if lang == "en" else "en"
+    recall_1, mrr = rank_scores(kb, preset, questions(small_xquad, lang), lang, [other])
+    assert recall_1 >= 0.7 and mrr >= 0.8, f"{preset}/{lang}→{other}: R@1 {recall_1:.3f}, MRR {mrr:.3f}"
+
+
+def test_repeated_query_terms_weigh_more_in_bm25(tmp_path: Path) -> None:
+    """DELTA repeats segments to weight them; the keyword arm must see the repetition."""
+    rows = [{"id": "sto", "text": "Stockholm har tunnelbana.", "lang": "sv"},
+            {"id": "war", "text": "Warszawa har tunnelbana.", "lang": "sv"}]
+    source = tmp_path / "kb.jsonl"
+    source.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows), encoding="utf-8")
+    index_sources("terms", [str(source)], str(tmp_path / "store"))
+    with KnowledgeBase.open("terms", str(tmp_path / "store")) as handle:
+        searcher = Searcher(handle, preset_config("keyword"))
+        first = lambda text: searcher.search(Question(text, lang="sv")).evidence.hits[0].passage.id  # noqa: E731
+        assert first("Stockholm Warszawa Warszawa") == "war" and first("Stockholm Stockholm Warszawa") == "sto"
 
 
 def test_trace_records_every_stage(kb: KnowledgeBase) -> None:

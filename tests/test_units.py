@@ -52,7 +52,8 @@ def test_bm25_document_weights_saturate_and_normalise_length() -> None:
     longer = bm25.document_vector(["a"] + ["z"] * 9, avgdl=2.0)
     assert dict(zip(longer.indices, longer.values))[bm25.term_id("a")] < weight
     query = bm25.query_vector(["a", "a", "b"])
-    assert query.values == (1.0, 1.0) and list(query.indices) == sorted(query.indices)
+    assert dict(zip(query.indices, query.values)) == {bm25.term_id("a"): 2.0, bm25.term_id("b"): 1.0}  # BM25 sums
+    assert list(query.indices) == sorted(query.indices)  # over query terms: repeated terms count again
 
 
 def ranking(scorer: str, *pairs: tuple[str, float]) -> Ranking:
@@ -133,8 +134,34 @@ def test_bench_summary_prints_answer_ladders_without_retrieval_metrics(capsys: p
     from babelrag.cli.eval_commands import _print_metrics
 
     cell = {"kb": "SE", "lang": "sv", "n": 2, "answer_char3": 0.25}
-    _print_metrics({"no-RAG": {"overall": {"answer_char3": 0.25, "answer_em": 0.0}, "cells": [cell]},
-                    "MultiRAG": {"overall": {"answer_char3": 0.5, "recall@10": 1.0},
+    _print_metrics({"no-RAG": {"overall": {"n": 2, "answer_char3": 0.25, "answer_em": 0.0}, "cells": [cell]},
+                    "MultiRAG": {"overall": {"n": 2, "answer_char3": 0.5, "recall@10": 1.0},
                                  "cells": [dict(cell, answer_char3=0.5, **{"recall@10": 1.0})]}})
     printed = capsys.readouterr().out
     assert "worst cell by char3" in printed and "0.250" in printed and "0.500" in printed
+
+
+def test_translation_prompt_example_when_source_and_targets_take_fr_es_de() -> None:
+    from babelrag.models.translate import EXAMPLE, _prompt
+
+    messages = _prompt("Quelle heure est-il ?", "fr", ["es", "de"])
+    example = messages[1]["content"]
+    assert example.startswith("Translate from") and not any(EXAMPLE[lang] in example for lang in ("fr", "es", "de"))
+
+
+def test_retrieval_cache_key_includes_the_segments() -> None:
+    from babelrag.config import preset_config
+    from babelrag.retrieve.cache import RetrievalCache
+    from babelrag.types import SearchRequest
+
+    class FakeKB:
+        name = "kb"
+
+        @staticmethod
+        def identity() -> dict:
+            return {"kb": "kb", "updated_at": "t"}
+
+    one = SearchRequest("[GLOB] x | [LOCAL:de] y", "kb", "de", segments=(("x", "en"), ("y", "de")))
+    other = SearchRequest("[GLOB] x | [LOCAL:de] y", "kb", "de", segments=(("x", "en"), ("y", "en")))
+    config = preset_config("hybrid")
+    assert RetrievalCache.key(FakeKB(), one, config) != RetrievalCache.key(FakeKB(), other, config)

@@ -111,6 +111,10 @@ class SearchConfig(BaseModel):
             raise ValueError("merge: max-merging paths needs one score scale: rerank (rerank=dense) or merge=rrf")
         return self
 
+    def query_uses_llm(self) -> bool:
+        """Does finding the evidence call a model (translation, HyDE, DELTA, CORAL, a tuned profile)?"""
+        return self.strategy != "as_written" or bool(self.extra_paths)
+
     def _multi_path(self) -> bool:
         return self.strategy == "kb_languages" or bool(self.extra_paths)
 

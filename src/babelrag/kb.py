@@ -36,10 +36,14 @@ def _embedder(spec: tuple[tuple[str, Any], ...]) -> Embedder:
 
 
 class KnowledgeBase:
+    """``query_embedder`` embeds questions and paths: the persistent-cached embedder by default, the bare
+    model when timing must measure the work a cold question does (``cached_queries=False``)."""
+
     def __init__(self, name: str, store: Store, collection: Collection, manifest: dict[str, Any],
-                 embedder: Embedder):
+                 embedder: Embedder, query_embedder: Embedder | None = None):
         self.name, self.store, self.collection, self.manifest, self.embedder = \
             name, store, collection, manifest, embedder
+        self.query_embedder = query_embedder or embedder
         self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         self._memo_lock = threading.Lock()
 
@@ -50,7 +54,7 @@ class KnowledgeBase:
             found = {t: self._query_vectors[t] for t in texts if t in self._query_vectors}
         missing = [t for t in dict.fromkeys(texts) if t not in found]
         if missing:
-            found.update(zip(missing, self.embedder.embed(missing, "query")))
+            found.update(zip(missing, self.query_embedder.embed(missing, "query")))
             with self._memo_lock:
                 self._query_vectors.update((t, found[t]) for t in missing)
                 while len(self._query_vectors) > 4096:
@@ -61,12 +65,18 @@ class KnowledgeBase:
         return self.query_vectors([text])[0]
 
     def forget_query_vectors(self) -> None:
-        """Drop remembered query vectors (latency benchmarks measure cold queries)."""
+        """Drop remembered query vectors (timed runs measure each question cold)."""
         with self._memo_lock:
             self._query_vectors.clear()
 
+    def identity(self) -> dict[str, Any]:
+        """What tells this index's contents apart: components, creation, last update, size."""
+        m = self.manifest
+        return {"kb": self.name, "components": m.get("components"), "created_at": m.get("created_at"),
+                "updated_at": m.get("updated_at"), "passages": m.get("passages")}
+
     @classmethod
-    def open(cls, name: str, store: Store | str | None = None) -> KnowledgeBase:
+    def open(cls, name: str, store: Store | str | None = None, *, cached_queries: bool = True) -> KnowledgeBase:
         store = resolve_store(store)
         collection = store.open(name)
         try:
@@ -79,7 +89,8 @@ class KnowledgeBase:
         except BaseException:
             collection.close()
             raise
-        return cls(name, store, collection, manifest, embedder)
+        query_embedder = embedder if cached_queries else getattr(embedder, "inner", embedder)
+        return cls(name, store, collection, manifest, embedder, query_embedder)
 
     @classmethod
     def create(cls, name: str, store: Store | str | None, embedder: Embedder, *, bm25: dict[str, float],

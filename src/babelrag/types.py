@@ -134,12 +134,30 @@ class LLMCall:
     cached: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A model answer a method could not use. Failures are data: the method takes its defined
+    ``fallback``, the run goes on, and evaluation counts them per cell."""
+
+    stage: str  # translate | hyde | delta | classifier | anchors | judge | refine | planner | critic | ...
+    reason: str
+    fallback: str
+
+
 @dataclass(slots=True)
 class Trace:
     """Everything a search did, in order. Evaluation, reports and the API read it; nothing recomputes it."""
 
     steps: list[Step] = field(default_factory=list)
     llm_calls: list[LLMCall] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+
+    def fail(self, stage: str, reason: str, fallback: str) -> None:
+        self.failures.append(Failure(stage, reason[:300], fallback))
+
+    def warnings(self) -> list[str]:
+        """One line per failure, for people (CLI, service responses)."""
+        return [f"{f.stage} failed ({f.reason}); {f.fallback}" for f in self.failures]
 
     @contextmanager
     def step(self, stage: str, label: str = "", **data: Any) -> Iterator[dict[str, Any]]:
@@ -162,7 +180,8 @@ class Trace:
                 "llm_cached": sum(c.cached for c in self.llm_calls)}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"steps": [asdict(s) for s in self.steps], "llm_calls": [asdict(c) for c in self.llm_calls]}
+        return {"steps": [asdict(s) for s in self.steps], "llm_calls": [asdict(c) for c in self.llm_calls],
+                "failures": [asdict(f) for f in self.failures]}
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,7 +201,7 @@ class SearchResult:
         return {"question": asdict(self.question),
                 "evidence": [dict(h.to_dict(), text=h.passage.text, title=h.passage.title)
                              for h in self.evidence.hits],
-                "passed": self.passed, "trace": self.trace.to_dict()}
+                "passed": self.passed, "warnings": self.trace.warnings(), "trace": self.trace.to_dict()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,4 +246,4 @@ class Answer:
                                "kind": c.kind, "text": c.text} for c in self.citations],
                 "context": {"strategy": self.context.strategy, "passages": len(self.context.passages)},
                 "evidence": [h.to_dict() for h in self.search.evidence.hits] if self.search else [],
-                "trace": self.trace.to_dict()}
+                "warnings": self.trace.warnings(), "trace": self.trace.to_dict()}

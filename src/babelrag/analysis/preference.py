@@ -14,7 +14,7 @@ from babelrag.analysis.mlrs import query_shift, random_reference
 from babelrag.config import preset_config
 from babelrag.evaluate.golden import GoldenQuestion
 from babelrag.kb import KnowledgeBase
-from babelrag.models.llm import build_llm
+from babelrag.models.llm import LLMError, build_llm
 from babelrag.models.registry import translator_for
 from babelrag.models.rerank import build_reranker
 from babelrag.models.translate import ParallelTranslator, Translator, translate
@@ -84,6 +84,7 @@ def analyze_preference(kb: KnowledgeBase, golden: Sequence[GoldenQuestion],
     shifts: dict[tuple[str, str], list[float]] = defaultdict(list)
     gold_hits: dict[tuple[str, str], list[float]] = defaultdict(list)
     cultural: Counter[str] = Counter()
+    failed: Counter[tuple[str, str]] = Counter()
     trace = Trace()
     with progress("preference", len(questions)) as advance:
         for q in questions:
@@ -94,11 +95,20 @@ def analyze_preference(kb: KnowledgeBase, golden: Sequence[GoldenQuestion],
             targets = [q.lang] if options.targets == "query" else \
                 kb_langs if options.targets == "all" else [t.strip() for t in options.targets.split(",")]
             for target in targets:
-                shift = query_shift(q.id, q.question, q.lang, ranked[:options.n], target, rescorer, translator, trace)
+                try:
+                    shift = query_shift(q.id, q.question, q.lang, ranked[:options.n], target, rescorer, translator,
+                                        trace)
+                except LLMError as error:  # an untranslated list would count as "no rise": leave the query out
+                    trace.fail("translate", f"{q.id} → {target}: {error}", "query left out of this MLRS cell")
+                    failed[(q.lang, target)] += 1
+                    continue
                 shifts[(q.lang, target)].append(shift.mlrs)
             if options.cultural:
-                cue = classify_locale(build_llm(options.llm), _english(q, golden, llm_translator, trace), trace)
-                cultural[cue.cultural_language] += 1
+                try:
+                    cue = classify_locale(build_llm(options.llm), _english(q, golden, llm_translator, trace), trace)
+                    cultural[cue.cultural_language] += 1
+                except LLMError as error:
+                    trace.fail("classifier", f"{q.id}: {error}", "question left out of the cultural prior")
             advance(1)
     query_langs = sorted(exposure)
     total_passages = len(passages)
@@ -115,6 +125,8 @@ def analyze_preference(kb: KnowledgeBase, golden: Sequence[GoldenQuestion],
         "random_reference": random_reference(options.n),
         "mlrs": {f"{q}|{t}": v for (q, t), v in mlrs.items()},
         "mlrs_n": {f"{q}|{t}": len(v) for (q, t), v in shifts.items()},
+        "mlrs_failed": {f"{q}|{t}": n for (q, t), n in failed.items()},
+        "failures": [f"{f.stage}: {f.reason}" for f in trace.failures],
         "priors": {"p_ret": {f"{q}|{d}": v for (q, d), v in priors.p_ret.items()}, "p_db": priors.p_db,
                    "length": priors.length, "p_gold": {f"{q}|{d}": v for (q, d), v in priors.p_gold.items()},
                    "p_cult": priors.p_cult},

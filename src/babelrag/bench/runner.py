@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from babelrag.bench import swefaq, xquad_cells
 from babelrag.bench.ladders import Step, ladder
 from babelrag.config import SearchConfig, preset_config
@@ -78,12 +76,11 @@ def ensure_indexes(indexes: dict[str, Path], store: str) -> None:
             index_sources(name, [str(source)], target)
 
 
+REPORTED = "test"  # the split every headline figure is computed on; dev questions tune τ
+
+
 def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-") or "step"
-
-
-def uses_llm(config: SearchConfig) -> bool:
-    return config.strategy != "as_written" or bool(config.extra_paths)
 
 
 def llm_sample(questions: list[GoldenQuestion], per_cell: int | None, by_kb: bool = False,
@@ -110,22 +107,6 @@ def _llm_available(spec: str) -> str | None:
     return None
 
 
-def latency_ratios(results: dict[str, RunResult], steps: list[Step]) -> dict[str, dict[str, Any]]:
-    """Each step's p50 latencies over its baseline's, on the questions both ran."""
-    names = [s.name for s in steps if s.name in results]
-    out = {}
-    for index, step in enumerate(s for s in steps if s.name in results):
-        base = step.baseline if step.baseline in results else (names[index - 1] if index else None)
-        if base is None:
-            continue
-        ids = {r["id"] for r in results[step.name].rows}
-        mine, theirs = results[step.name].rows, [r for r in results[base].rows if r["id"] in ids]
-        ratio = {t: float(np.median([r[t] for r in mine]) / max(np.median([r[t] for r in theirs]), 1e-9))
-                 for t in ("retrieval_ms", "latency_ms")}
-        out[step.name] = {"baseline": base, **ratio}
-    return out
-
-
 def qa_smoke_sample(questions: list[GoldenQuestion], pivot: str = "en") -> list[GoldenQuestion]:
     """Two questions for a QA smoke test that exercise translation: from the country KBs, one asked in a
     non-pivot language whose gold page exists in that language, one whose gold page does not."""
@@ -138,8 +119,11 @@ def qa_smoke_sample(questions: list[GoldenQuestion], pivot: str = "en") -> list[
 
 def _step_questions(step: Step, config: SearchConfig, golden: list[GoldenQuestion], quick: bool,
                     per_cell: int | None, explicit: bool, per_kb: int | None = None) -> list[GoldenQuestion]:
-    if not (step.answer or step.sample or uses_llm(config)):
+    """All questions for retrieval steps (the dev split feeds calibration); LLM steps a sample of the
+    reported split only, since dev questions never enter the headline figures."""
+    if not (step.answer or step.sample or config.query_uses_llm()):
         return golden
+    golden = [q for q in golden if q.tags.get("split") == REPORTED] or golden
     if per_kb is not None:
         return llm_sample(golden, per_kb, by_kb=True)
     if quick and not explicit:  # smoke tests; measurements use --llm-per-cell
@@ -165,7 +149,7 @@ def run_bench(out: Path, data: Path, quick: bool = False, ladder_name: str = "bl
     for number, step in enumerate(steps, start=1):
         overrides = dict(step.overrides, **({"llm": llm} if llm else {}))
         config = preset_config(step.preset, overrides)
-        if (step.answer or uses_llm(config)) and (problem := _llm_available(config.llm)):
+        if (step.answer or config.query_uses_llm()) and (problem := _llm_available(config.llm)):
             notes.append(f"step '{step.name}' skipped: {problem}")
             continue
         plan.append((number, step, overrides, _step_questions(step, config, bench.golden, quick, per_cell,
@@ -174,22 +158,25 @@ def run_bench(out: Path, data: Path, quick: bool = False, ladder_name: str = "bl
     ensure_indexes({name: path for name, path in bench.indexes.items() if name in needed}, store)
     results: dict[str, RunResult] = {}
     calibration: dict[str, Any] = {}
+    split = REPORTED if any(q.tags.get("split") == REPORTED for q in bench.golden) else None
     for number, step, overrides, questions in plan:
         if step.calibrate_threshold_from:
             source = step.calibrate_threshold_from
-            calibration.setdefault(source, calibrate_threshold(results[source].rows))
+            calibration.setdefault(source, calibrate_threshold(results[source].rows, split="dev"))
             overrides = dict(overrides, threshold=round(calibration[source]["threshold"], 6))
         results[step.name] = run_config(step.name, preset_config(step.preset, overrides), questions,
-                                        out / f"{number:02d}-{_slug(step.name)}", store, answer=step.answer)
-    from babelrag.evaluate.report import comparisons, write_reports
+                                        out / f"{number:02d}-{_slug(step.name)}", store, answer=step.answer,
+                                        report_split=split)
+    from babelrag.evaluate.report import summarise_runs, write_reports
 
-    summary = {"configs": {name: r.metrics for name, r in results.items()},
-               "ladder": ladder_name, "runs": {name: r.folder.name for name, r in results.items()},
-               "comparisons": comparisons(list(results.values())), "calibration": calibration,
-               "latency_ratios": latency_ratios(results, steps),
-               "data": {"source": str(data), "quick": quick, "seed": seed, "questions": len(bench.golden),
-                        "llm": llm, "llm_per_cell": per_cell, "llm_per_kb": llm_per_kb, "indexes": sorted(needed), "notes": notes},
-               "seconds": time.perf_counter() - started}
+    baselines = {s.name: s.baseline for s in steps if s.baseline and s.name in results and s.baseline in results}
+    summary = summarise_runs(
+        list(results.values()), ladder=ladder_name, baselines=baselines, calibration=calibration,
+        runs={name: r.folder.name for name, r in results.items()},
+        data={"source": str(data), "quick": quick, "seed": seed, "questions": len(bench.golden), "split": split,
+              "llm": llm, "llm_per_cell": per_cell, "llm_per_kb": llm_per_kb, "indexes": sorted(needed),
+              "notes": notes},
+        seconds=time.perf_counter() - started)
     (out / "metrics.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")
     write_reports(summary, out)
     (out / COMPLETE).write_text(time.strftime("%Y-%m-%dT%H:%M:%S"), encoding="utf-8")

@@ -4,12 +4,14 @@ From any folder of parallel SQuAD-format files: each "country" gets a disjoint s
 articles, a local language and a language mix — *mixed* (each page in the pivot only, the local
 language only, or both: a third each, so gold availability differs by language), *bilingual*
 (every page in both) or *pivot-only*. Questions come in the pivot language, the local language
-and one language absent from that KB. All countries share one index, told apart by ``country``
-metadata (so the country filter matters), beside a *pooled* index holding every language
-version of every page with no country. Deterministic for a seed; the recipe is written as YAML.
+and one language absent from that KB; each is dev or test by a hash of its XQuAD id (``split_of``).
+All countries share one index, told apart by ``country`` metadata (so the country filter matters),
+beside a *pooled* index holding every language version of every page with no country.
+Deterministic for a seed; the recipe is written as YAML.
 """
 from __future__ import annotations
 
+import hashlib
 import random
 from pathlib import Path
 from typing import Any, Literal
@@ -88,6 +90,14 @@ def default_recipe(corpus: SquadCorpus, seed: int = 13, pivot: str = "en", quick
                        pooled_questions_per_lang=10 if quick else None)
 
 
+def split_of(qid: str, dev_share: float) -> str:
+    """dev or test by a hash of the question id: the same in every language (a question's translations
+    never straddle the split), every seed, quick or full build, so nothing fitted on one build's dev
+    questions is ever scored on another build's test questions."""
+    bucket = int(hashlib.sha256(qid.encode("utf-8")).hexdigest()[:8], 16) / 0xFFFFFFFF
+    return "dev" if bucket < dev_share else "test"
+
+
 def _page_langs(country: Country, pages: list[str], pivot: str, seed: int) -> dict[str, list[str]]:
     """Which language versions of each page the KB holds (mixed: exact thirds after a seeded shuffle)."""
     if country.mix != "mixed":
@@ -128,7 +138,7 @@ def build(recipe: CellsRecipe, out: Path) -> dict[str, Any]:
                 golden.append(GoldenQuestion(
                     id=f"{country.code}:{lang}:{q.qid}", question=q.text, lang=lang, kb=country.kb,
                     index=CELLS_INDEX, country=country.code, gold_pages=(q.page,), answers=corpus.answers(q.qid),
-                    tags={"split": "dev" if rng.random() < recipe.dev_share else "test", "qid": q.qid,
+                    tags={"split": split_of(q.qid, recipe.dev_share), "qid": q.qid,
                           "gold_langs": ",".join(held), "gold_in_question_lang": str(lang in held).lower()}))
     pooled_pages = [p for a in recipe.pooled_articles for p in pages_of.get(a, [])]
     for lang in corpus.langs:
@@ -143,7 +153,7 @@ def build(recipe: CellsRecipe, out: Path) -> dict[str, Any]:
             golden.append(GoldenQuestion(
                 id=f"pooled:{lang}:{q.qid}", question=q.text, lang=lang, kb="pooled", index=POOLED_INDEX,
                 gold_pages=(q.page,), answers=corpus.answers(q.qid),
-                tags={"split": "dev" if rng.random() < recipe.dev_share else "test", "gold_langs": "all",
+                tags={"split": split_of(q.qid, recipe.dev_share), "gold_langs": "all",
                       "qid": q.qid}))
     write_jsonl(out / "kb-cells.jsonl", cells_rows)
     write_jsonl(out / "kb-pooled.jsonl", pooled_rows)

@@ -48,6 +48,8 @@ def ask(
     out.print(table)
     totals = answer.trace.llm_totals()
     paths = [s.label for s in answer.trace.steps if s.stage == "retrieve"]
+    for warning in answer.trace.warnings():
+        err.print(f"[yellow]warning:[/] {escape(warning)}")
     err.print(f"paths: {', '.join(paths) or 'none'} · context: {answer.context.strategy} "
               f"({len(answer.context.passages)} passages) · LLM calls {totals['llm_calls']} "
               f"({totals['llm_cached']} cached), {totals['llm_tokens']} tokens · {answer.trace.seconds():.1f} s")

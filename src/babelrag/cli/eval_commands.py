@@ -22,19 +22,24 @@ def evaluate(
     answer: Annotated[bool, typer.Option("--answer", help="Generate answers and score them too.")] = False,
     name: Annotated[Optional[str], typer.Option(help="Configuration name in metrics and reports.")] = None,
     llm: LlmOpt = None,
+    split: Annotated[Optional[str], typer.Option(help="Headline metrics on questions tagged with this split "
+                                                       "(e.g. test, when dev tuned something); others shown apart.")] = None,
+    warm: Annotated[bool, typer.Option("--warm", help="Reuse cached candidates and query vectors (fast sweeps); "
+                                                      "times then measure the caches and are labelled warm.")] = False,
     store: StoreOpt = None,
 ) -> None:
     """Evaluate one configuration on a golden set: per-question traces, metrics overall and per cell."""
     from babelrag.config import parse_overrides, preset_config
     from babelrag.evaluate.golden import load_golden
-    from babelrag.evaluate.report import write_reports
+    from babelrag.evaluate.report import summarise_runs, write_reports
     from babelrag.evaluate.runs import run_config
 
     config = preset_config(preset, {**({"llm": llm} if llm else {}), **parse_overrides(set_ or [])})
     label = name or (preset + "".join(f" {pair}" for pair in set_ or []))
     folder = out or Path("runs") / f"eval-{kb or golden.stem}-{preset}-{time.strftime('%Y%m%d-%H%M%S')}"
-    result = run_config(label, config, load_golden(golden), folder, store, index=kb, answer=answer)
-    write_reports({"configs": {label: result.metrics}, "comparisons": []}, folder)
+    result = run_config(label, config, load_golden(golden), folder, store, index=kb, answer=answer,
+                        timing="warm" if warm else "cold", report_split=split)
+    write_reports(summarise_runs([result]), folder)
     _print_metrics({label: result.metrics})
     err.print(f"run folder: {folder}")
 
@@ -91,9 +96,9 @@ def _print_metrics(configs: dict) -> None:
     recall when answers were scored, else Recall@10; no-RAG has no retrieval metrics)."""
     answering = any("answer_char3" in m["overall"] for m in configs.values())
     headline, label = ("answer_char3", "char3") if answering else ("recall@10", "R@10")
-    table = Table(title=f"overall (worst cell by {label})")
-    columns = ("configuration", *(("char3", "EM") if answering else ()), "R@10", "R@1", "MRR", "docs", "p50 ms",
-               "worst cell")
+    table = Table(title=f"overall (worst cell by {label}; median ms per question: retrieval work, model calls)")
+    columns = ("configuration", "n", *(("char3", "EM") if answering else ()), "R@10", "MRR", "docs", "ret ms",
+               "model ms", "fail", "worst cell")
     for column in columns:
         table.add_column(column)
     for name, metrics in configs.items():
@@ -101,7 +106,9 @@ def _print_metrics(configs: dict) -> None:
         scored = [c for c in metrics["cells"] if c.get(headline) is not None]
         worst = min(scored, key=lambda c: c[headline]) if scored else None
         values = [f"{overall[m]:.3f}" if m in overall else "–"
-                  for m in (*(("answer_char3", "answer_em") if answering else ()), "recall@10", "recall@1", "mrr")]
-        table.add_row(name, *values, f"{overall.get('docs_passed', 0):.1f}", f"{overall.get('latency_ms_p50', 0):.1f}",
+                  for m in (*(("answer_char3", "answer_em") if answering else ()), "recall@10", "mrr")]
+        table.add_row(name, str(overall["n"]), *values, f"{overall.get('docs_passed', 0):.1f}",
+                      f"{overall.get('retrieval_ms_p50', 0):.1f}", f"{overall.get('model_ms_p50', 0):.0f}",
+                      f"{overall.get('failed', 0):.0%}",
                       f"{worst['kb']}/{worst['lang']} {worst[headline]:.3f} (n={worst['n']})" if worst else "")
     out.print(table)

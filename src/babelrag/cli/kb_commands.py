@@ -5,6 +5,7 @@ import json
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from babelrag.cli.common import KbOpt, LlmOpt, StoreOpt, app, err, out, split
@@ -92,6 +93,8 @@ def search(
         table.add_row(str(rank), f"{hit.score:.3f}", hit.passage.lang, hit.passage.doc_id,
                       text[:160] + ("…" if len(text) > 160 else ""))
     out.print(table)
+    for warning in result.trace.warnings():
+        err.print(f"[yellow]warning:[/] {escape(warning)}")
 
 
 @app.command()

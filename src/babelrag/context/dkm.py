@@ -11,7 +11,7 @@ from dataclasses import replace
 from babelrag.config import SearchConfig
 from babelrag.context.translation import translated_text
 from babelrag.lang.languages import language_name
-from babelrag.models.llm import build_llm
+from babelrag.models.llm import LLMError, build_llm
 from babelrag.models.registry import translator_for
 from babelrag.models.structured import record
 from babelrag.types import Context, ContextPassage, Hit, Question, Trace
@@ -46,14 +46,22 @@ class DKM:
         refined: list[ContextPassage] = []
         with trace.step("refine", self.name, passages=len(translated)):
             for cp in translated:
-                completion = llm.complete(_refine_prompt(question, cp.text), max_tokens=REFINE_TOKENS)
+                try:
+                    completion = llm.complete(_refine_prompt(question, cp.text), max_tokens=REFINE_TOKENS)
+                except LLMError as error:
+                    trace.fail("refine", f"passage {cp.passage.id}: {error}", "no refined passage")
+                    continue
                 record(trace, "rewriter", completion)
-                refined.append(ContextPassage(len(translated) + cp.number, cp.passage, completion.text.strip() or cp.text,
+                if not completion.text.strip():  # nothing refined is not the input passage again
+                    trace.fail("refine", f"passage {cp.passage.id}: empty rewrite", "no refined passage")
+                    continue
+                refined.append(ContextPassage(len(translated) + len(refined) + 1, cp.passage, completion.text.strip(),
                                               lang, translated=cp.translated, kind="refined"))
         if config.dkm_parts == "refined":  # ablation: w/o P_translated
             return Context(self.name, tuple(replace(r, number=i) for i, r in enumerate(refined, start=1)))
         if config.dkm_combine == "pairs":
-            joined = tuple(ContextPassage(t.number, t.passage, f"{t.text}\n{r.text}", lang, t.translated, "translated+refined")
-                           for t, r in zip(translated, refined))
+            by_passage = {r.passage.id: r for r in refined}
+            joined = tuple(replace(t, text=f"{t.text}\n{by_passage[t.passage.id].text}", kind="translated+refined")
+                           if t.passage.id in by_passage else t for t in translated)
             return Context(self.name, joined)
         return Context(self.name, tuple(translated + refined))

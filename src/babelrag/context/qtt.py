@@ -92,7 +92,8 @@ class QTT:
                           "fluency": round(q.naturalness, 1)}
                 line = f"[{tag}] {semantic}: {scores['semantic']}, {grammar}: {scores['grammar']}, " \
                        f"{fluency}: {scores['fluency']}"
-            except LLMError:
+            except LLMError as error:  # SPEC §4.4: tagged unscored, and counted as the judge's failure
+                trace.fail("judge", f"passage {p.id}: {error}", "translation tagged unscored")
                 scores, line = {}, f"[{tag}] unscored"
             mean = sum(scores.values()) / 3 if scores else None
             if config.qtt_min_score is not None and (mean is None or mean < config.qtt_min_score):

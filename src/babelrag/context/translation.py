@@ -1,7 +1,7 @@
 """Passage translation for the context strategies: cached, counted, and never fatal.
 
-A translation the model cannot produce (invalid output twice) leaves the passage in its own
-language, marked so, rather than losing the question.
+A translation the model cannot produce (invalid output twice, a loop, an empty or copied answer)
+leaves the passage in its own language, recorded as a failure, rather than losing the question.
 """
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from babelrag.types import Passage, Trace
 
 
 def translated_text(translator: Translator, passage: Passage, target: str, trace: Trace) -> str | None:
+    """The passage in ``target``, or None when no usable translation came back (recorded as a failure)."""
     try:
         return translate(translator, passage.text, passage.lang, target, trace)
     except LLMError as error:
-        with trace.step("translate", "passage", passage=passage.id, target=target) as step:
-            step["error"] = str(error)
+        trace.fail("translate", f"passage {passage.id}: {error}", "passage kept in its own language")
         return None

@@ -24,9 +24,19 @@ def _recall(rows: Sequence[Mapping[str, Any]], tau: float, k: int) -> tuple[floa
 
 
 def calibrate_threshold(rows: Sequence[Mapping[str, Any]], budget: float = 0.005, k: int = 10,
-                        split: str | None = "dev") -> dict[str, Any]:
-    in_split = [r for r in rows if split is not None and r.get("tags", {}).get("split") == split]
-    chosen, used_split = (in_split, split) if in_split else (list(rows), None)
+                        split: str | None = "dev", allow_all: bool = False) -> dict[str, Any]:
+    """τ from the ``split`` questions only; scoring it on those same questions would flatter it, so
+    without a dev split calibration is refused unless ``allow_all`` (then every question is used,
+    and the result says so)."""
+    in_split = [r for r in rows if split is not None and (r.get("tags") or {}).get("split") == split]
+    if in_split:
+        chosen, used_split = in_split, split
+    elif allow_all:
+        chosen, used_split = list(rows), None
+    else:
+        raise ConfigError(f"threshold calibration: no questions tagged split={split} (tags.split in the golden "
+                          f"set); τ tuned on the questions it is scored on would be leakage. Tag a dev split, "
+                          f"or allow calibrating on all questions explicitly")
     if not chosen:
         raise ConfigError("threshold calibration: no questions to calibrate on")
     base, base_passed = _recall(chosen, float("-inf"), k)

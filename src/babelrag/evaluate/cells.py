@@ -5,7 +5,7 @@ percentile-bootstrap 95% interval, and a flag when the cell is too small to move
 """
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -16,9 +16,10 @@ BOOTSTRAP = 1000
 # Averaged per question; latency gets percentiles instead, LLM costs are per-question means.
 MEAN_METRICS = ("recall@1", "recall@3", "recall@5", "recall@10", "recall@20", "hit@1", "hit@3", "hit@5",
                 "hit@10", "hit@20", "mrr", "ndcg@10", "docs_passed", "llm_calls", "llm_tokens", "llm_seconds",
-                "llm_cached")
-ANSWER_METRICS = ("answer_char3", "answer_em", "answer_lang_ok", "answer_lang_unclassified")
-TIMINGS = ("latency_ms", "retrieval_ms")  # wall time per question; retrieval_ms leaves out waiting for models
+                "llm_cached", "failed", "failures")
+ANSWER_METRICS = ("answer_char3", "answer_em", "answer_lang_ok", "answer_lang_unclassified", "answer_no_reference")
+# per question: retrieval_ms leaves out model calls, model_ms is their original cost, latency_ms the sum
+TIMINGS = ("latency_ms", "retrieval_ms", "model_ms")
 CI_METRICS = ("recall@10", "mrr", "docs_passed", "answer_char3")
 
 
@@ -43,6 +44,9 @@ def summarise(rows: Sequence[Mapping[str, Any]], seed: int = 0) -> dict[str, Any
         if values:
             out[f"{timing}_p50"] = float(np.percentile(values, 50))
             out[f"{timing}_p95"] = float(np.percentile(values, 95))
+    stages = Counter(stage for r in rows for stage in r.get("failure_stages") or ())
+    if stages:
+        out["failure_stages"] = dict(stages.most_common())
     for metric in CI_METRICS:
         values = [r[metric] for r in rows if r.get(metric) is not None]
         if values:

@@ -42,8 +42,9 @@ class GoldenQuestion(BaseModel):
         return Question(self.question, lang=self.lang, country=self.country, id=self.id)
 
     def answers_in(self, lang: str) -> list[str]:
-        """Gold answers in ``lang``, falling back to any language we have."""
-        return self.answers.get(lang) or [a for values in self.answers.values() for a in values]
+        """Gold answers in ``lang`` only: an answer in Lq scored against another language's reference would
+        measure translation, not answering (a missing reference is counted, never substituted)."""
+        return list(self.answers.get(lang, []))
 
 
 def load_golden(path: str | Path) -> list[GoldenQuestion]:

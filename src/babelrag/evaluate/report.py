@@ -2,7 +2,7 @@
 
 The HTML page embeds its data and code (no network, no build step): rows are knowledge bases,
 columns question languages; step through configurations or play them, switch the metric, hover
-a cell for its n, interval and change from the previous configuration.
+a cell for its n, interval and change from the step's baseline (BH-adjusted p).
 """
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from babelrag.errors import ConfigError
-from babelrag.evaluate.loops import loop_summary
-from babelrag.evaluate.runs import RunResult, load_run
-from babelrag.evaluate.significance import compare
+from babelrag.evaluate.runs import RunResult, in_split, load_run
+from babelrag.evaluate.significance import compare, correct
 
 RETRIEVAL_METRICS = ("recall@10", "mrr", "docs_passed")
 ANSWER_METRICS = ("answer_char3", "answer_em", "answer_lang_ok")
@@ -22,13 +23,41 @@ TESTED_METRICS = ("recall@10", "mrr", "answer_char3", "answer_em")
 SIGNIFICANT = 0.05
 
 
-def comparisons(results: list[RunResult]) -> list[dict[str, Any]]:
-    """Each configuration against the previous one, per cell and overall (paired randomisation test),
-    on every metric both runs have."""
-    return [{"from": a.name, "to": b.name,
-             **{m: compare(a.rows, b.rows, m) for m in TESTED_METRICS
-                if any(m in r for r in a.rows) and any(m in r for r in b.rows)}}
-            for a, b in zip(results, results[1:])]
+def headline_rows(result: RunResult) -> list[dict[str, Any]]:
+    """The rows a run's headline metrics cover (its reported split; dev questions used for tuning stay out)."""
+    return in_split(result.rows, result.metrics.get("split"))
+
+
+def _median_ratio(mine: list[dict[str, Any]], theirs: list[dict[str, Any]], timing: str) -> float | None:
+    if not mine or not all(timing in r for r in mine + theirs):
+        return None
+    return float(np.median([r[timing] for r in mine]) / max(float(np.median([r[timing] for r in theirs])), 1e-9))
+
+
+def comparisons(results: list[RunResult], baselines: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Each configuration against its baseline (default: the previous one) on the questions both ran:
+    paired randomisation tests per cell and overall on every metric both have, and the median
+    latency ratios over those same questions. Tests are corrected afterwards (``correct``)."""
+    by_name = {r.name: r for r in results}
+    out = []
+    for index, b in enumerate(results[1:], start=1):
+        a = by_name.get((baselines or {}).get(b.name, ""), results[index - 1])
+        rows_a, rows_b = headline_rows(a), headline_rows(b)
+        ids = {r["id"] for r in rows_a} & {r["id"] for r in rows_b}
+        mine, theirs = [r for r in rows_b if r["id"] in ids], [r for r in rows_a if r["id"] in ids]
+        out.append({"from": a.name, "to": b.name, "n": len(ids),
+                    "ratios": {t: _median_ratio(mine, theirs, t) for t in ("retrieval_ms", "latency_ms")},
+                    **{m: compare(rows_a, rows_b, m) for m in TESTED_METRICS
+                       if any(m in r for r in rows_a) and any(m in r for r in rows_b)}})
+    return out
+
+
+def summarise_runs(results: list[RunResult], **extra: Any) -> dict[str, Any]:
+    """Everything a report shows, computed from the runs themselves (nothing is carried that could go
+    stale); ``extra["baselines"]`` names each step's baseline (default: the previous step)."""
+    tests = comparisons(results, extra.get("baselines"))
+    return {"configs": {r.name: r.metrics for r in results}, "comparisons": tests,
+            "correction": correct(tests, TESTED_METRICS), **extra}
 
 
 def _answering(summary: dict[str, Any]) -> bool:
@@ -39,6 +68,7 @@ def load_summary(folders: list[Path]) -> dict[str, Any]:
     """Bench folders (several configurations) and single eval runs, combined in the order given."""
     results: list[RunResult] = []
     extra: dict[str, Any] = {}
+    baselines: dict[str, str] = {}
     for folder in folders:
         metrics_file = folder / "metrics.json"
         if not metrics_file.exists():
@@ -46,86 +76,139 @@ def load_summary(folders: list[Path]) -> dict[str, Any]:
         metrics = json.loads(metrics_file.read_text(encoding="utf-8"))
         if "runs" in metrics:
             results.extend(load_run(folder / sub) for sub in metrics["runs"].values())
-            extra = {k: metrics[k] for k in ("calibration", "data", "ladder") if k in metrics}
+            extra = {k: metrics[k] for k in ("calibration", "data", "ladder", "seconds") if k in metrics}
+            baselines.update(metrics.get("baselines") or {})
         else:
             results.append(load_run(folder))
-    for result in results:  # runs written before the loop summary existed get it from their traces
-        if "coral" not in result.metrics["overall"] and (loops := loop_summary(result.rows)) is not None:
-            result.metrics["overall"]["coral"] = loops
     names = [r.name for r in results]
     if len(set(names)) != len(names):
         results = [RunResult(f"{r.name} ({r.folder.name})", r.folder, r.rows, r.metrics) for r in results]
-    return {"configs": {r.name: r.metrics for r in results}, "comparisons": comparisons(results), **extra}
+    return summarise_runs(results, **extra, baselines=baselines)
 
 
 def _fmt(value: Any, metric: str = "") -> str:
     if value is None:
         return "–"
-    return f"{value:.1f}" if metric.startswith(("docs", "latency", "retrieval", "llm")) else f"{value:.3f}"
+    if metric in ("failed",):
+        return f"{value:.0%}"
+    return f"{value:.1f}" if metric.startswith(("docs", "latency", "retrieval", "model", "llm")) else f"{value:.3f}"
 
 
 def _cell_key(cell: dict[str, Any]) -> tuple[str, str]:
     return cell["kb"], cell["lang"]
 
 
+def _p(test: dict[str, Any]) -> str:
+    return f"p={test['p']:.3f}, adj. {test['p_adj']:.3f}" if test.get("p_adj") is not None else "untested"
+
+
+def _significant(test: dict[str, Any]) -> bool:
+    return test.get("p_adj") is not None and test["p_adj"] < SIGNIFICANT
+
+
+def _overall_lines(summary: dict[str, Any], columns: list[str]) -> list[str]:
+    configs = summary["configs"]
+    splits = {cfg.get("split") for cfg in configs.values()}
+    timing = {cfg.get("timing", {}).get("how") for cfg in configs.values()} - {None}
+    lines = ["## Overall", ""]
+    if splits - {None}:
+        lines.append(f"Questions of the **{', '.join(sorted(s for s in splits if s))}** split only: the dev questions "
+                     "(used to tune τ) are reported apart below, never in these figures.")
+    lines += [f"Timing — {how}." for how in sorted(timing)]
+    lines += ["Steps that call an LLM run on a sample: compare them on the matched table below, not here.", "",
+              "| configuration | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    for name, cfg in configs.items():
+        overall = cfg["overall"]
+        cells = [str(overall["n"]) if c == "n" else _fmt(overall.get(c), c) for c in columns]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    excluded = {name: cfg["excluded"] for name, cfg in configs.items() if cfg.get("excluded")}
+    if excluded:
+        lines += ["", "Dev questions (used for tuning; shown apart, not comparable with the table above):", "",
+                  "| configuration | n | recall@10 | mrr | docs_passed |", "|---|---|---|---|---|"]
+        for name, rest in excluded.items():
+            o = rest["overall"]
+            lines.append(f"| {name} | {o['n']} | {_fmt(o.get('recall@10'))} | {_fmt(o.get('mrr'))} | "
+                         f"{_fmt(o.get('docs_passed'), 'docs')} |")
+    return lines
+
+
+def _matched_lines(summary: dict[str, Any], metrics: list[str]) -> list[str]:
+    lines = ["", "## Each step against its baseline, on the same questions", "",
+             "Means over the questions both steps ran (matched by id); ratios of median times over the same "
+             "questions under the same timing.", "",
+             "| step | baseline | n | " + " | ".join(f"{m} (baseline → step)" for m in metrics) +
+             " | retrieval × | latency × |", "|---" * (len(metrics) + 5) + "|"]
+    for c in summary["comparisons"]:
+        values = [f"{c[m]['overall']['mean_a']:.3f} → {c[m]['overall']['mean_b']:.3f}" if m in c else "–"
+                  for m in metrics]
+        ratios = [f"{c['ratios'][t]:.2f}×" if c["ratios"].get(t) is not None else "–"
+                  for t in ("retrieval_ms", "latency_ms")]
+        lines.append(f"| {c['to']} | {c['from']} | {c['n']} | " + " | ".join(values + ratios) + " |")
+    return lines
+
+
 def markdown(summary: dict[str, Any]) -> str:
     configs = summary["configs"]
     names = list(configs)
-    columns = ["n", "recall@10", "recall@1", "mrr", "ndcg@10", "docs_passed", "retrieval_ms_p50", "llm_calls",
-               "llm_tokens", "llm_seconds"]
-    if _answering(summary):
+    answering = _answering(summary)
+    columns = ["n", "recall@10", "recall@1", "mrr", "ndcg@10", "docs_passed", "retrieval_ms_p50", "model_ms_p50",
+               "llm_calls", "llm_tokens", "failed"]
+    if answering:
         columns[1:1] = ["answer_char3", "answer_em", "answer_lang_ok", "answer_lang_unclassified"]
-    matrix = "answer_char3" if _answering(summary) else "recall@10"
-    ratios = summary.get("latency_ratios", {})
-    lines = ["# babelrag — retrieval by cell", ""]
+    matrix = "answer_char3" if answering else "recall@10"
+    lines = ["# babelrag — " + ("answers" if answering else "retrieval") + " by cell", ""]
     data = summary.get("data")
     if data:
         lines += [f"Data: `{data['source']}` ({'quick sample' if data['quick'] else 'full'}, seed {data['seed']}, "
                   f"{data['questions']} questions).", *[f"- note: {n}" for n in data.get("notes", [])], ""]
-    lines += ["## Overall", "", "Retrieval time leaves out waiting for models; its ratio is to the step named "
-              "(median over the same questions). LLM calls include cached ones at their original cost.", "",
-              "| configuration | " + " | ".join(columns) + " | retrieval × |", "|---" * (len(columns) + 2) + "|"]
-    for name in names:
-        overall = configs[name]["overall"]
-        ratio = ratios.get(name)
-        cells = [str(overall["n"]) if c == "n" else _fmt(overall.get(c), c) for c in columns]
-        ratio_text = f"{ratio['retrieval_ms']:.2f}× {ratio['baseline']}" if ratio else "–"
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {ratio_text} |")
+    lines += _overall_lines(summary, columns)
     for source, calibration in summary.get("calibration", {}).items():
         lines += ["", f"Threshold calibrated on `{source}` ({calibration['split'] or 'all'} questions, "
                       f"n = {calibration['n']}): τ = {calibration['threshold']:.4f}, Recall@10 "
                       f"{calibration['recall_before']:.3f} → {calibration['recall_after']:.3f}, docs passed "
                       f"{calibration['docs_passed_before']:.1f} → {calibration['docs_passed_after']:.1f}."]
+    if summary["comparisons"]:
+        lines += _matched_lines(summary, [m for m in ("recall@10", "mrr", "answer_char3") if answering or m != "answer_char3"])
     kbs = sorted({c["kb"] for cfg in configs.values() for c in cfg["cells"]})
     langs = sorted({c["lang"] for cfg in configs.values() for c in cfg["cells"]})
     for name in names:
         cells = {_cell_key(c): c for c in configs[name]["cells"]}
-        lines += ["", f"## {name}: {matrix} by cell (n; * = fewer than 30 questions)", "",
+        lines += ["", f"## {name}: {matrix} by cell (n; * = fewer than 30 questions; ! = failure rate)", "",
                   "| KB | " + " | ".join(langs) + " |", "|---" * (len(langs) + 1) + "|"]
         for kb in kbs:
             row = []
             for lang in langs:
                 cell = cells.get((kb, lang))
+                failed = f" !{cell['failed']:.0%}" if cell and cell.get("failed") else ""
                 row.append("not asked" if cell is None else
-                           f"{_fmt(cell.get(matrix))} ({cell['n']}{'*' if cell['small'] else ''})")
+                           f"{_fmt(cell.get(matrix))} ({cell['n']}{'*' if cell['small'] else ''}){failed}")
             lines.append(f"| {kb} | " + " | ".join(row) + " |")
         ranked = sorted(cells.values(), key=lambda c: (c.get(matrix, 0.0), c.get("mrr", 0.0)))
         worst = ", ".join(f"{c['kb']}/{c['lang']} {_fmt(c.get(matrix))}" for c in ranked[:3])
         best = ", ".join(f"{c['kb']}/{c['lang']} {_fmt(c.get(matrix))}" for c in ranked[::-1][:3])
         lines += ["", f"Worst cells: {worst}. Best cells: {best}."]
+        stages = configs[name]["overall"].get("failure_stages")
+        if stages:
+            lines.append("Model failures (each took its method's fallback): " +
+                         ", ".join(f"{stage} {count}" for stage, count in stages.items()) + ".")
     lines += _loop_lines(configs)
-    lines += ["", "## Significant changes (paired randomisation test, p < 0.05)", ""]
+    correction = summary.get("correction") or {}
+    lines += ["", f"## Significant changes (paired randomisation test; {correction.get('method', 'uncorrected')} "
+                  f"adjusted p < {SIGNIFICANT})", "",
+              f"Each step against its baseline. Corrected over {correction.get('cell_tests', 0)} per-cell tests (one "
+              f"family) and {correction.get('overall_tests', 0)} overall tests (another); cells with fewer than "
+              f"{correction.get('min_pairs', '?')} paired questions are not tested.", ""]
     found = False
     for comparison in summary["comparisons"]:
         for metric in (m for m in TESTED_METRICS if m in comparison):
             test = comparison[metric]
-            changed = [c for c in test["cells"] if c["p"] < SIGNIFICANT]
+            changed = [c for c in test["cells"] if _significant(c)]
             overall = test["overall"]
-            if overall["p"] < SIGNIFICANT or changed:
+            if _significant(overall) or changed:
                 found = True
-                cells_text = ", ".join(f"{c['kb']}/{c['lang']} {c['delta']:+.3f} (p={c['p']:.3f})" for c in changed)
+                cells_text = ", ".join(f"{c['kb']}/{c['lang']} {c['delta']:+.3f} ({_p(c)})" for c in changed)
                 lines.append(f"- {comparison['from']} → {comparison['to']}, {metric}: overall "
-                             f"{overall['delta']:+.3f} (p={overall['p']:.3f})" + (f"; cells: {cells_text}" if changed else ""))
+                             f"{overall['delta']:+.3f} ({_p(overall)})" + (f"; cells: {cells_text}" if changed else ""))
     if not found:
         lines.append("- none")
     return "\n".join(lines) + "\n"
@@ -194,7 +277,7 @@ def html_data(summary: dict[str, Any]) -> dict[str, Any]:
         cells[name] = {f"{c['kb']}|{c['lang']}": c for c in cfg["cells"]}
         comparison = comparisons_by_target.get(name)
         if comparison:
-            deltas[name] = {m: {f"{c['kb']}|{c['lang']}": {"delta": c["delta"], "p": c["p"]}
+            deltas[name] = {m: {f"{c['kb']}|{c['lang']}": {"delta": c["delta"], "p": c.get("p_adj")}
                                 for c in comparison[m]["cells"]} for m in TESTED_METRICS if m in comparison}
     data = summary.get("data") or {}
     metrics = [*(ANSWER_METRICS if _answering(summary) else ()), *RETRIEVAL_METRICS]

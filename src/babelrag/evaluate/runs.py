@@ -1,9 +1,19 @@
 """Evaluation runs: one configuration over a golden set, into a run folder.
 
-A run folder holds ``config.json`` (frozen), ``traces.jsonl`` (one line per question, written
-as it goes), ``metrics.json`` and, only at the very end, ``COMPLETE``. Re-running the same
-configuration resumes an interrupted folder and reuses a complete one; another configuration
-in the same folder is refused rather than mixed in.
+A run folder holds ``config.json`` (frozen: configuration, golden set, and the identity of every
+index searched), ``traces.jsonl`` (one line per question, written as it goes), ``metrics.json``
+and, only at the very end, ``COMPLETE``. Re-running the same configuration resumes an interrupted
+folder and reuses a complete one; another configuration, golden set or index is refused.
+
+Failures are data: a model failure degrades to the method's fallback inside the pipeline and is
+counted from the trace; anything else that goes wrong on one question is recorded on that
+question's row (scored as nothing found) and the run goes on. Only configuration errors abort.
+
+Timing (``timing``): ``cold`` (default) measures each question's own work — no candidates reused
+from a cache, its query vectors embedded afresh — after an untimed warm-up that loads the
+analyzers; model calls count at their original cost, so ``latency_ms = retrieval_ms + model_ms``
+does not depend on what earlier runs left in the caches. ``warm`` reuses cached candidates and
+query vectors (fast sweeps) and says so in the metrics.
 """
 from __future__ import annotations
 
@@ -13,11 +23,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from babelrag import __version__
 from babelrag.config import SearchConfig
-from babelrag.errors import ConfigError
+from babelrag.errors import BabelragError, ConfigError, IndexMismatch, KBNotFound, StoreError
 from babelrag.evaluate.answers import answer_language_correct, char3gram_recall, flexible_exact_match
 from babelrag.evaluate.cells import by_cell
 from babelrag.evaluate.golden import GoldenQuestion
@@ -25,15 +35,28 @@ from babelrag.evaluate.loops import loop_summary
 from babelrag.evaluate.metrics import retrieval_scores
 from babelrag.generate.answerer import Answerer
 from babelrag.generate.generator import strip_citations
+from babelrag.jsonl import numbered_lines
 from babelrag.kb import KnowledgeBase
+from babelrag.lang import analysis
+from babelrag.models.llm import build_llm
 from babelrag.paths import cache_dir
 from babelrag.progress import progress
 from babelrag.retrieve.cache import RetrievalCache
 from babelrag.retrieve.pipeline import Searcher
-from babelrag.types import Answer, SearchResult, Trace
+from babelrag.types import Answer, Question, SearchResult, Trace
 
 COMPLETE = "COMPLETE"
-FROZEN = ("config", "golden", "index", "answer")  # what must match for a folder to be resumed
+FROZEN = {"config": "configuration", "golden": "golden set", "index": "--kb choice", "answer": "answer setting",
+          "indexes": "index contents (an index rebuilt or changed since, or another store)",
+          "timing": "timing mode"}  # what must match to resume a folder
+Timing = Literal["cold", "warm"]
+TIMING_NOTES: dict[str, str] = {
+    "cold": "cold: each question's own retrieval work (no cached candidates, query vectors embedded afresh, "
+            "analyzers warmed up before timing); model calls at their original cost",
+    "warm": "warm: candidates and query vectors reused from caches (sweep mode); retrieval times measure the caches",
+}
+ABORT_AFTER = 10  # this many questions failing in a row, none scored yet: a broken setup, not bad answers
+FATAL = (ConfigError, IndexMismatch, KBNotFound, StoreError, KeyboardInterrupt)
 
 
 @dataclass(frozen=True)
@@ -44,32 +67,38 @@ class RunResult:
     metrics: dict[str, Any]
 
 
-def _question_row(question: GoldenQuestion, result: SearchResult | None, trace: Trace,
-                  seconds: float) -> dict[str, Any]:
+def _question_row(question: GoldenQuestion, result: SearchResult | None, trace: Trace, seconds: float,
+                  scored: bool = True) -> dict[str, Any]:
+    """``scored=False``: no retrieval metrics (no-RAG retrieves nothing by design)."""
     waited = sum(c.seconds for c in trace.llm_calls if not c.cached)  # model time this run really spent
+    retrieval_ms = max(0.0, seconds - waited) * 1000
+    model_ms = sum(c.seconds for c in trace.llm_calls) * 1000  # at the original cost, cached or not
     row = {"id": question.id, "kb": question.kb, "lang": question.lang, "country": question.country,
            "tags": dict(question.tags), "gold_pages": list(question.gold_pages),
-           "latency_ms": seconds * 1000, "retrieval_ms": max(0.0, seconds - waited) * 1000, **trace.llm_totals()}
-    if result is not None:
-        pages = result.evidence.doc_ids()
-        row.update(ranked_pages=pages, evidence=[h.to_dict() for h in result.evidence.hits], docs_passed=result.passed,
-                   **retrieval_scores(pages, question.gold_pages))
-    else:
-        row.update(ranked_pages=[], evidence=[], docs_passed=0)
+           "latency_ms": retrieval_ms + model_ms, "retrieval_ms": retrieval_ms, "model_ms": model_ms,
+           **trace.llm_totals(), "failures": len(trace.failures), "failed": float(bool(trace.failures)),
+           "failure_stages": sorted({f.stage for f in trace.failures})}
+    pages = result.evidence.doc_ids() if result is not None else []
+    row.update(ranked_pages=pages, evidence=[h.to_dict() for h in result.evidence.hits] if result else [],
+               docs_passed=result.passed if result else 0)
+    if scored:
+        row.update(retrieval_scores(pages, question.gold_pages))
     return row
 
 
-def _answer_fields(question: GoldenQuestion, answer: Answer, languages: Sequence[str]) -> dict[str, Any]:
+def _answer_fields(question: GoldenQuestion, answer: Answer | None, languages: Sequence[str]) -> dict[str, Any]:
     """Answer metrics on the generated text only (never the prompt: SPEC §8.6), against the gold
-    answers in the question's language."""
-    scored = strip_citations(answer.text)
+    answers in the question's language; none there → not scored, counted as ``answer_no_reference``."""
+    text = answer.text if answer else ""
+    scored = strip_citations(text)
     references = question.answers_in(question.lang)
-    lang_ok = answer_language_correct(scored, question.lang, languages)
-    return {"answer": answer.text, "answer_scored": scored, "cited_how": answer.cited_how,
-            "citations": [c.passage.id for c in answer.citations],
+    lang_ok = answer_language_correct(scored, question.lang, languages) if answer else False
+    return {"answer": text, "answer_scored": scored, "cited_how": answer.cited_how if answer else "none",
+            "citations": [c.passage.id for c in answer.citations] if answer else [],
             "answer_char3": char3gram_recall(scored, references) if references else None,
             "answer_em": float(flexible_exact_match(scored, references)) if references else None,
-            "answer_lang_ok": lang_ok, "answer_lang_unclassified": float(lang_ok is None)}
+            "answer_lang_ok": lang_ok, "answer_lang_unclassified": float(lang_ok is None),
+            "answer_no_reference": float(not references)}
 
 
 def golden_fingerprint(questions: Sequence[GoldenQuestion]) -> str:
@@ -79,13 +108,17 @@ def golden_fingerprint(questions: Sequence[GoldenQuestion]) -> str:
     return digest.hexdigest()[:16]
 
 
-def _read_rows(path: Path) -> list[dict[str, Any]]:
+def read_jsonl_rows(path: Path) -> list[dict[str, Any]]:
+    """Rows of a JSONL file split on "\\n" only (``str.splitlines`` also splits on U+2028 inside strings);
+    a line cut by an interruption ends the list: that question runs again."""
     rows = []
     if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
+        for _, line in numbered_lines(path.read_text(encoding="utf-8")):
+            if not line.strip():
+                continue
             try:
                 rows.append(json.loads(line))
-            except json.JSONDecodeError:  # a line cut by an interruption: that question runs again
+            except json.JSONDecodeError:
                 break
     return rows
 
@@ -97,64 +130,156 @@ def _with_new_defaults(before: dict[str, Any], now: dict[str, Any]) -> dict[str,
     return {**{k: defaults[k] for k in now if k not in before and k in defaults}, **before}
 
 
+def index_identities(names: Sequence[str], store: str | None) -> dict[str, Any]:
+    identities = {}
+    for name in dict.fromkeys(names):
+        with KnowledgeBase.open(name, store) as kb:
+            identities[name] = kb.identity()
+    return identities
+
+
+class _Runner:
+    """One KB's questions: the searcher or answerer, cold or warm, and a row per question."""
+
+    def __init__(self, kb: KnowledgeBase, config: SearchConfig, answer: bool, timing: Timing):
+        cache = RetrievalCache(cache_dir() / "retrieval.sqlite") if timing == "warm" else None
+        self.kb, self.timing = kb, timing
+        self.answerer = Answerer(kb, config, cache) if answer else None
+        self.searcher = None if answer else Searcher(kb, config, cache)
+        self.scored = not (answer and config.context == "none")
+        self.languages = sorted(set(kb.manifest["languages"].get("all", {})) | {"en"})
+        if timing == "cold":
+            self._warm_up(config)
+
+    def _warm_up(self, config: SearchConfig) -> None:
+        """Load every analyzer and touch the engine once, untimed, so no question pays for loading. A
+        failure here is left to the questions (each records its own)."""
+        try:
+            for lang in self.kb.manifest["languages"].get("all", {}):
+                analysis.tokens("warm up", lang)
+            if config.query_uses_llm() or config.context not in ("none", "multirag") or self.answerer is not None:
+                build_llm(config.llm)  # loading a local model is not a question's work
+                if self.answerer is not None:
+                    build_llm(config.generator or config.llm)
+            if config.context != "none" or self.searcher is not None:
+                plain = config.model_copy(update={"strategy": "as_written", "extra_paths": ()})
+                Searcher(self.kb, plain).search(Question("warm up", lang="en"))
+        except FATAL:
+            raise
+        except Exception:  # noqa: BLE001, S110 - see the docstring
+            pass
+        self.kb.forget_query_vectors()
+
+    def row(self, question: GoldenQuestion) -> dict[str, Any]:
+        if self.timing == "cold":
+            self.kb.forget_query_vectors()
+        start = time.perf_counter()
+        if self.answerer is not None:
+            reply = self.answerer.ask(question.as_question())
+            row = _question_row(question, reply.search, reply.trace, time.perf_counter() - start, self.scored)
+            row.update(_answer_fields(question, reply, self.languages))
+            row["trace"] = reply.trace.to_dict()
+        else:
+            assert self.searcher is not None
+            result = self.searcher.search(question.as_question())
+            row = _question_row(question, result, result.trace, time.perf_counter() - start)
+            row["trace"] = result.trace.to_dict()
+        return row
+
+    def failed_row(self, question: GoldenQuestion, error: Exception, seconds: float) -> dict[str, Any]:
+        """Something no fallback caught: the question scores as nothing found, and says why."""
+        trace = Trace()
+        trace.fail("question", f"{type(error).__name__}: {error}", "no result for this question")
+        row = _question_row(question, None, trace, seconds, self.scored)
+        if self.answerer is not None:
+            row.update(_answer_fields(question, None, self.languages))
+        row["trace"] = trace.to_dict()
+        return row
+
+
 def run_config(name: str, config: SearchConfig, questions: Sequence[GoldenQuestion], folder: Path,
-               store: str | None = None, index: str | None = None, cache: bool = True,
-               answer: bool = False) -> RunResult:
+               store: str | None = None, index: str | None = None, answer: bool = False,
+               timing: Timing = "cold", report_split: str | None = None) -> RunResult:
     """Evaluate ``config`` on ``questions`` (with ``answer``: generate and score answers too).
-    ``index`` overrides each question's own index/kb."""
+    ``index`` overrides each question's own index/kb. ``report_split``: the headline metrics cover
+    only questions tagged with that split (the others are summarised apart, labelled)."""
     folder.mkdir(parents=True, exist_ok=True)
+    by_index: dict[str, list[GoldenQuestion]] = {}
+    for q in questions:
+        by_index.setdefault(index or q.index or q.kb, []).append(q)
     frozen = {"name": name, "config": config.model_dump(mode="json"), "golden": golden_fingerprint(questions),
-              "questions": len(questions), "store": store, "index": index, "answer": answer,
-              "babelrag_version": __version__}
+              "questions": len(questions), "store": store, "index": index, "answer": answer, "timing": timing,
+              "indexes": index_identities(list(by_index), store), "babelrag_version": __version__}
     config_file = folder / "config.json"
     if config_file.exists():
         before = json.loads(config_file.read_text(encoding="utf-8"))
         before["config"] = _with_new_defaults(before.get("config") or {}, frozen["config"])
-        if {k: before.get(k) for k in FROZEN} != {k: frozen[k] for k in FROZEN}:
-            raise ConfigError(f"run folder {folder} holds another configuration or golden set; use a new --out")
+        before.setdefault("timing", "warm")  # folders from before timing existed reused the caches
+        differing = [k for k in FROZEN if before.get(k) != frozen[k]]
+        if differing:
+            raise ConfigError(f"run folder {folder} was run with another "
+                              f"{' and '.join(FROZEN[k] for k in differing)}; use a new --out")
         if (folder / COMPLETE).exists():
-            rows = _read_rows(folder / "traces.jsonl")
+            rows = read_jsonl_rows(folder / "traces.jsonl")
             return RunResult(name, folder, rows, json.loads((folder / "metrics.json").read_text())["configs"][name])
     else:
         config_file.write_text(json.dumps(frozen, indent=2, ensure_ascii=False), encoding="utf-8")
     traces = folder / "traces.jsonl"
-    rows = _read_rows(traces)
+    rows = read_jsonl_rows(traces)
     traces.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     done = {r["id"] for r in rows}
-    todo = [q for q in questions if q.id not in done]
-    retrieval_cache = RetrievalCache(cache_dir() / "retrieval.sqlite") if cache else None
-    by_index: dict[str, list[GoldenQuestion]] = {}
-    for q in todo:
-        by_index.setdefault(index or q.index or q.kb, []).append(q)
-    with open(traces, "a", encoding="utf-8") as out, progress(f"{name}", len(todo)) as advance:
+    errors_in_a_row, scored_any = 0, bool(rows)
+    with open(traces, "a", encoding="utf-8") as out, \
+            progress(name, sum(q.id not in done for q in questions)) as advance:
         for kb_name, group in by_index.items():
-            with KnowledgeBase.open(kb_name, store) as kb:
-                runner = Answerer(kb, config, retrieval_cache) if answer else Searcher(kb, config, retrieval_cache)
-                languages = sorted(set(kb.manifest["languages"].get("all", {})) | {"en"})
-                for question in group:
+            todo = [q for q in group if q.id not in done]
+            if not todo:
+                continue
+            with KnowledgeBase.open(kb_name, store, cached_queries=timing == "warm") as kb:
+                runner = _Runner(kb, config, answer, timing)
+                for question in todo:
                     start = time.perf_counter()
-                    if isinstance(runner, Answerer):
-                        reply = runner.ask(question.as_question())
-                        row = _question_row(question, reply.search, reply.trace, time.perf_counter() - start)
-                        row.update(_answer_fields(question, reply, languages))
-                        trace = reply.trace
-                    else:
-                        result = runner.search(question.as_question())
-                        row = _question_row(question, result, result.trace, time.perf_counter() - start)
-                        trace = result.trace
-                    row["trace"] = trace.to_dict()
+                    try:
+                        row = runner.row(question)
+                        errors_in_a_row, scored_any = 0, True
+                    except FATAL:
+                        raise
+                    except Exception as error:  # noqa: BLE001 - one question's failure is data
+                        errors_in_a_row += 1
+                        if errors_in_a_row >= ABORT_AFTER and not scored_any:
+                            raise BabelragError(f"{name}: the first {ABORT_AFTER} questions all failed; the "
+                                                f"setup is broken, not the answers: {type(error).__name__}: {error}") \
+                                from error
+                        row = runner.failed_row(question, error, time.perf_counter() - start)
                     out.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
                     out.flush()
                     rows.append(row)
                     advance(1)
     order = {q.id: i for i, q in enumerate(questions)}
     rows.sort(key=lambda r: order.get(r["id"], len(order)))
-    metrics = by_cell(rows)
-    if (loops := loop_summary(rows)) is not None:
-        metrics["overall"]["coral"] = loops
+    metrics = run_metrics(rows, report_split)
+    metrics["timing"] = {"mode": timing, "how": TIMING_NOTES[timing]}
     (folder / "metrics.json").write_text(json.dumps({"configs": {name: metrics}}, indent=2), encoding="utf-8")
     (folder / COMPLETE).write_text(time.strftime("%Y-%m-%dT%H:%M:%S"), encoding="utf-8")
     return RunResult(name, folder, rows, metrics)
+
+
+def in_split(rows: Sequence[dict[str, Any]], split: str | None) -> list[dict[str, Any]]:
+    return list(rows) if split is None else [r for r in rows if (r.get("tags") or {}).get("split") == split]
+
+
+def run_metrics(rows: Sequence[dict[str, Any]], report_split: str | None = None) -> dict[str, Any]:
+    """By cell and overall; with ``report_split`` the headline is that split, the rest shown apart."""
+    headline = in_split(rows, report_split)
+    metrics = by_cell(headline)
+    if report_split is not None:
+        others = [r for r in rows if (r.get("tags") or {}).get("split") != report_split]
+        metrics["split"] = report_split
+        if others:
+            metrics["excluded"] = {"n": len(others), **by_cell(others)}
+    if (loops := loop_summary(headline)) is not None:
+        metrics["overall"]["coral"] = loops
+    return metrics
 
 
 def load_run(folder: Path) -> RunResult:
@@ -163,4 +288,4 @@ def load_run(folder: Path) -> RunResult:
         raise ConfigError(f"{folder} is not a complete run (no {COMPLETE} marker)")
     frozen = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     metrics = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))["configs"][frozen["name"]]
-    return RunResult(frozen["name"], folder, _read_rows(folder / "traces.jsonl"), metrics)
+    return RunResult(frozen["name"], folder, read_jsonl_rows(folder / "traces.jsonl"), metrics)

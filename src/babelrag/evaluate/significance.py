@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 
 RESAMPLES = 10_000
+MIN_PAIRS = 10  # fewer paired questions cannot reach p < 0.05 after correction: such cells are not tested
+CORRECTION = "Benjamini–Hochberg"
 
 
 def paired_test(a: Sequence[float], b: Sequence[float], seed: int = 0,
@@ -34,7 +36,8 @@ def paired_test(a: Sequence[float], b: Sequence[float], seed: int = 0,
 
 def compare(rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[str, Any]], metric: str,
             seed: int = 0) -> dict[str, Any]:
-    """Per cell and overall, on the questions both runs scored on ``metric`` (matched by id)."""
+    """Per cell and overall, on the questions both runs scored on ``metric`` (matched by id): the two
+    means on those same questions, their difference and its p (cells under ``MIN_PAIRS`` untested)."""
     b_by_id = {r["id"]: r for r in rows_b}
     pairs = [(r, b_by_id[r["id"]]) for r in rows_a
              if r["id"] in b_by_id and r.get(metric) is not None and b_by_id[r["id"]].get(metric) is not None]
@@ -42,8 +45,35 @@ def compare(rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[str, A
     for pair in pairs:
         cells[(pair[0]["kb"], pair[0]["lang"])].append(pair)
 
-    def test(group: list) -> dict[str, float]:
-        return paired_test([a[metric] for a, _ in group], [b[metric] for _, b in group], seed)
+    def test(group: list) -> dict[str, Any]:
+        a, b = [x[metric] for x, _ in group], [y[metric] for _, y in group]
+        means = {"mean_a": float(np.mean(a)) if a else float("nan"), "mean_b": float(np.mean(b)) if b else float("nan")}
+        if len(group) < MIN_PAIRS:
+            return {"n": len(group), "delta": means["mean_b"] - means["mean_a"], "p": None, **means}
+        return {**paired_test(a, b, seed), **means}
 
     return {"metric": metric, "overall": test(pairs),
             "cells": [{"kb": kb, "lang": lang, **test(group)} for (kb, lang), group in sorted(cells.items())]}
+
+
+def adjust(tests: Sequence[dict[str, Any]]) -> None:
+    """Adds ``p_adj`` (Benjamini–Hochberg, scipy) to every test in one family; untested ones get None."""
+    from scipy.stats import false_discovery_control
+
+    tested = [t for t in tests if t.get("p") is not None and not np.isnan(t["p"])]
+    for t in tests:
+        t["p_adj"] = None
+    if tested:
+        for t, p in zip(tested, false_discovery_control([t["p"] for t in tested], method="bh")):
+            t["p_adj"] = float(p)
+
+
+def correct(comparisons: Sequence[dict[str, Any]], metrics: Sequence[str]) -> dict[str, Any]:
+    """Corrects a report's tests for multiple comparisons: all per-cell tests (every comparison and
+    metric) form one family, the overall tests another. Returns how, for the report to say."""
+    cells = [c for comparison in comparisons for m in metrics if m in comparison for c in comparison[m]["cells"]]
+    overall = [comparison[m]["overall"] for comparison in comparisons for m in metrics if m in comparison]
+    adjust(cells)
+    adjust(overall)
+    return {"method": CORRECTION, "cell_tests": sum(c.get("p") is not None for c in cells),
+            "overall_tests": sum(o.get("p") is not None for o in overall), "min_pairs": MIN_PAIRS}

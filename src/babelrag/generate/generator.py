@@ -13,7 +13,7 @@ from collections.abc import Callable
 from babelrag.config import SearchConfig
 from babelrag.generate.prompts import wording
 from babelrag.lang.ngrams import char3gram_recall
-from babelrag.models.llm import build_llm
+from babelrag.models.llm import LLMError, build_llm
 from babelrag.models.structured import record
 from babelrag.types import Context, ContextPassage, Question, Trace
 
@@ -53,10 +53,17 @@ def generate(question: Question, context: Context, config: SearchConfig, trace: 
     with trace.step("generate", context.strategy, passages=len(context.passages)) as step:
         llm = build_llm(config.generator or config.llm)
         messages = messages_for(question, context)
-        completion = llm.stream(messages, on_text, max_tokens=config.answer_tokens) if on_text else \
-            llm.complete(messages, max_tokens=config.answer_tokens)
+        try:
+            completion = llm.stream(messages, on_text, max_tokens=config.answer_tokens) if on_text else \
+                llm.complete(messages, max_tokens=config.answer_tokens)
+        except LLMError as error:  # no answer is an answer that scores nothing, counted as the generator's failure
+            trace.fail("generate", str(error), "no answer")
+            step.update(answer="", cited=[], cited_how="none")
+            return "", (), "none"
         record(trace, "generator", completion)
         text = completion.text.strip()
+        if not text:
+            trace.fail("generate", "empty answer", "no answer")
         citations, how = citations_of(text, context)
         step.update(answer=text, cited=[cp.number for cp in citations], cited_how=how)
     return text, citations, how

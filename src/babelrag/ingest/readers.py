@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from babelrag.errors import InputError
+from babelrag.jsonl import numbered_lines
 
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".html", ".htm"}
 
@@ -47,7 +48,7 @@ def decode(path: Path, encoding: str = "utf-8") -> str:
 
 
 def read_jsonl(path: Path, encoding: str = "utf-8") -> Iterator[RawRecord]:
-    for number, line in enumerate(decode(path, encoding).splitlines(), start=1):
+    for number, line in numbered_lines(decode(path, encoding)):
         if not line.strip():
             continue
         try:

@@ -30,6 +30,18 @@ DEFAULT_DETECT: tuple[str, ...] = (
 )
 
 
+# FLORES-200 codes, as NLLB-style translation models name their target languages.
+FLORES: dict[str, str] = {
+    "ar": "arb_Arab", "bg": "bul_Cyrl", "bn": "ben_Beng", "ca": "cat_Latn", "cs": "ces_Latn", "da": "dan_Latn",
+    "de": "deu_Latn", "el": "ell_Grek", "en": "eng_Latn", "es": "spa_Latn", "et": "est_Latn", "fa": "pes_Arab",
+    "fi": "fin_Latn", "fr": "fra_Latn", "he": "heb_Hebr", "hi": "hin_Deva", "hu": "hun_Latn", "id": "ind_Latn",
+    "it": "ita_Latn", "ja": "jpn_Jpan", "ko": "kor_Hang", "lt": "lit_Latn", "lv": "lvs_Latn", "ms": "zsm_Latn",
+    "nl": "nld_Latn", "no": "nob_Latn", "pl": "pol_Latn", "pt": "por_Latn", "ro": "ron_Latn", "ru": "rus_Cyrl",
+    "sk": "slk_Latn", "sl": "slv_Latn", "sv": "swe_Latn", "sw": "swh_Latn", "th": "tha_Thai", "tl": "tgl_Latn",
+    "tr": "tur_Latn", "uk": "ukr_Cyrl", "ur": "urd_Arab", "vi": "vie_Latn", "zh": "zho_Hans",
+}
+
+
 def language_name(code: str) -> str:
     """English name for prompts ("sv" → "Swedish"); unknown codes stay as they are."""
     return NAMES.get(code, code)

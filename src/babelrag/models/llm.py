@@ -163,13 +163,15 @@ class OpenAILLM:
 
 
 _lock = threading.Lock()
+_registered: dict[str, LLM] = {}
 
 
 def build_llm(spec: str) -> LLM:
-    """``NAME`` (a provisioned model, see ``babelrag models``), a ``.gguf`` path, or ``openai:MODEL[@URL]``
-    (URL default ``$BABELRAG_LLM_URL`` or ``$OPENAI_BASE_URL``; key from ``$OPENAI_API_KEY``)."""
+    """``NAME`` (a provisioned model, see ``babelrag models``), a ``.gguf`` path, ``openai:MODEL[@URL]``
+    (URL default ``$BABELRAG_LLM_URL`` or ``$OPENAI_BASE_URL``; key from ``$OPENAI_API_KEY``), or a name
+    given to an LLM object with ``models.registry.register_llm``."""
     with _lock:
-        return _build(spec)
+        return _registered.get(spec) or _build(spec)
 
 
 @cache

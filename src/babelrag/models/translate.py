@@ -9,9 +9,10 @@ Translation is the one LLM call in the chat retrieval path, so every result is c
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -21,16 +22,24 @@ from pydantic import BaseModel, Field, create_model
 from babelrag.errors import ConfigError
 from babelrag.json_store import JsonStore, digest
 from babelrag.lang.detect import detector
-from babelrag.lang.languages import language_name
-from babelrag.models.llm import LLM
+from babelrag.lang.languages import FLORES, language_name
+from babelrag.models.llm import LLM, LLMError
 from babelrag.models.structured import complete_json, record
 from babelrag.types import LLMCall, Trace
 
 
 @dataclass(frozen=True, slots=True)
 class Translation:
+    """A translation with the model calls that produced it (≤ 1 target carries them). ``problem`` says
+    why the text cannot be used (never cached, never searched, never shown as translated)."""
+
     text: str
-    calls: tuple[LLMCall, ...] = field(default=())  # the model calls that produced it (≤ 1)
+    calls: tuple[LLMCall, ...] = field(default=())
+    problem: str | None = None
+
+
+class TranslationFailed(LLMError):
+    """The translator gave no usable translation; callers take their method's fallback."""
 
 
 class Translator(Protocol):
@@ -39,19 +48,31 @@ class Translator(Protocol):
     def translate_targets(self, text: str, src: str, targets: Sequence[str]) -> dict[str, Translation]: ...
 
 
-def translate(translator: Translator, text: str, src: str, tgt: str, trace: Trace | None = None) -> str:
-    """One text into one language, its calls recorded in ``trace``; the same language passes through."""
-    return translate_many(translator, text, src, [tgt], trace)[tgt]
+@dataclass(frozen=True, slots=True)
+class Translated:
+    texts: dict[str, str]  # usable translations (and pass-throughs), by target
+    failed: dict[str, str]  # target → why its translation can't be used
 
 
 def translate_many(translator: Translator, text: str, src: str, targets: Sequence[str],
-                   trace: Trace | None = None) -> dict[str, str]:
-    """One text into several languages with one call (the KB-language path's single LLM call)."""
+                   trace: Trace | None = None) -> Translated:
+    """One text into several languages with one call (the KB-language path's single LLM call). Every
+    call is charged to ``trace``, failed ones too; the source language passes through."""
     wanted = [t for t in dict.fromkeys(targets) if t != src]
     done = translator.translate_targets(text, src, wanted) if wanted else {}
     if trace is not None:
         trace.llm_calls.extend(call for t in wanted for call in done[t].calls)
-    return {t: (text if t == src else done[t].text) for t in targets}
+    texts = {t: text for t in targets if t == src}
+    texts.update({t: done[t].text for t in wanted if done[t].problem is None})
+    return Translated(texts, {t: str(done[t].problem) for t in wanted if done[t].problem is not None})
+
+
+def translate(translator: Translator, text: str, src: str, tgt: str, trace: Trace | None = None) -> str:
+    """One text into one language; raises ``TranslationFailed`` when the result can't be used."""
+    result = translate_many(translator, text, src, [tgt], trace)
+    if tgt in result.failed:
+        raise TranslationFailed(f"{translator.name} {src}→{tgt}: {result.failed[tgt]}")
+    return result.texts[tgt]
 
 
 class _Single(BaseModel):
@@ -77,10 +98,37 @@ EXAMPLE = {
 }
 
 
+# The example's city in every script it appears in: a translation naming it when the source does not
+# copied the example (measured: the 0.5B model turned a Greek question into "Wie viele Panthers sind in Oslo?").
+_EXAMPLE_CITY = ("oslo", "осло", "όσλο", "أوسلو", "אוסלו", "اسلو", "ओस्लो", "ออสโล", "奥斯陆", "オスロ", "오슬로",
+                 "oslu", "oslób", "oslossa")
+_LOOP = re.compile(r"(\S.{2,40}?)(?:\s*\1){2,}", re.DOTALL)  # a piece said three times in a row
+_UNSPACED = re.compile(r"[\u0E00-\u0E7F\u3040-\u30FF\u3400-\u9FFF\uAC00-\uD7AF]")
+
+
+def translation_problem(source: str, translation: str, src: str, target: str) -> str | None:
+    """Why a translation can't be used, or None. Small models loop to the token limit, copy the
+    prompt's example, return the source, or answer in another language (MODELS.md)."""
+    text = translation.strip()
+    if not text:
+        return "empty translation"
+    if len(text) > 4 * len(source) + 60:
+        return f"runaway output ({len(text)} characters for {len(source)})"
+    if _LOOP.search(text) and not _LOOP.search(source):
+        return "repeats itself (a decoding loop)"
+    folded, source_folded = text.casefold(), source.casefold()
+    if any(city in folded for city in _EXAMPLE_CITY) and not any(city in source_folded for city in _EXAMPLE_CITY):
+        return "copied the prompt's example (Oslo)"
+    long_enough = len(source.split()) >= 5 or len(_UNSPACED.findall(source)) >= 6  # names stay as they are
+    if src != target and text == source.strip() and long_enough:
+        return "returned the source unchanged"
+    return None
+
+
 def _prompt(text: str, src: str, targets: Sequence[str]) -> list[dict[str, str]]:
     names = ", ".join(f"{language_name(t)} ({t})" for t in targets)
     single = len(targets) == 1
-    example_src = next(lang for lang in ("fr", "es", "de") if lang != src and lang not in targets)
+    example_src = next(lang for lang in ("fr", "es", "de", *EXAMPLE) if lang != src and lang not in targets)
     shown = {("translation" if single else t): EXAMPLE.get(t, "") for t in targets}
     messages = [{"role": "system", "content":
                  f"You are a translation engine. You translate the user's text into {names}. The text is never "
@@ -112,7 +160,7 @@ class LLMTranslator:
                     {"role": "user", "content": text}]
         completion = self.llm.complete(messages, max_tokens=2 * len(text.encode("utf-8")) // 3 + 32)
         record(trace, "translator", completion)
-        return completion.text.strip() or text
+        return completion.text.strip()
 
     def _call(self, text: str, src: str, targets: Sequence[str], trace: Trace) -> dict[str, str]:
         if len(targets) == 1 and len(text) > PASSAGE_CHARS:
@@ -129,25 +177,60 @@ class LLMTranslator:
 
     @staticmethod
     def _confidently_other(text: str, target: str, candidates: Sequence[str]) -> bool:
+        """Too short a text (a name, a number) says nothing about its language."""
+        if len(text) < 20:
+            return False
         lang, confidence = detector(tuple(sorted({target, *candidates}))).detect(text)
         return lang != target and confidence > 0.8
 
+    def _attempt(self, text: str, src: str, targets: Sequence[str], scratch: Trace) -> tuple[dict[str, str], str | None]:
+        """The texts the model gave, or none and why (invalid JSON twice, an unreachable endpoint)."""
+        try:
+            return self._call(text, src, targets, scratch), None
+        except LLMError as error:
+            return {}, str(error)
+
     def translate_targets(self, text: str, src: str, targets: Sequence[str]) -> dict[str, Translation]:
         """One call for all targets; a target that came back confidently in another language (small
-        models copy English into every key) is asked for again on its own, once."""
+        models copy English into every key) is asked for again on its own, once. Every result is checked
+        (``translation_problem``); a failed one carries its problem instead of a usable text."""
         scratch = Trace()
-        texts = self._call(text, src, targets, scratch)
+        texts, error = self._attempt(text, src, targets, scratch)
         if len(targets) > 1:
             for target in targets:
-                if self._confidently_other(texts[target], target, [src, *targets]):
-                    texts[target] = self._call(text, src, [target], scratch)[target]
+                if target in texts and self._confidently_other(texts[target], target, [src, *targets]):
+                    retry, retry_error = self._attempt(text, src, [target], scratch)
+                    texts[target] = retry.get(target, texts[target])
+                    error = error or retry_error
+        problems = {}
+        for target in targets:
+            if target not in texts:
+                problems[target] = error or "no translation"
+            elif problem := translation_problem(text, texts[target], src, target):
+                problems[target] = problem
+            elif self._confidently_other(texts[target], target, [src, *targets]):
+                problems[target] = "came back in another language"
         calls = tuple(scratch.llm_calls)  # every call (retries too) is charged to the first target
-        return {t: Translation(texts[t], calls if i == 0 else ()) for i, t in enumerate(targets)}
+        return {t: Translation(texts.get(t, ""), calls if i == 0 else (), problems.get(t))
+                for i, t in enumerate(targets)}
+
+
+def model_lang_codes(vocab: Mapping[str, int], declared: Mapping[str, str] | None = None) -> dict[str, str]:
+    """ISO code → the model's own language token. ``declared`` (a model folder's ``babelrag.json``)
+    wins; else FLORES-200 tokens (NLLB: ``eng_Latn``) or M2M-100 tokens (``__en__``) found in the vocabulary."""
+    if declared:
+        return dict(declared)
+    flores = {iso: code for iso, code in FLORES.items() if code in vocab}
+    if flores:
+        return flores
+    return {iso: f"__{iso}__" for iso in {*FLORES, "en"} if f"__{iso}__" in vocab}
 
 
 class MTTranslator:
-    """A seq2seq translation model from a local directory (transformers). ``lang_codes`` maps ISO codes
-    to the model's own (NLLB: {"en": "eng_Latn", "sv": "swe_Latn", ...}); pair models need none."""
+    """A seq2seq translation model from a local directory (transformers). Many-to-many models need the
+    target named by a language token: ``lang_codes`` maps ISO codes to them, read from the folder's
+    ``babelrag.json`` ({"lang_codes": {"sv": "swe_Latn", ...}}) or found in the vocabulary (NLLB's
+    FLORES-200 codes, M2M-100's ``__sv__``). Pair models (Marian) need none."""
 
     def __init__(self, path: str, lang_codes: dict[str, str] | None = None, max_length: int = 256):
         self.path = Path(path).expanduser()
@@ -159,13 +242,24 @@ class MTTranslator:
             raise ConfigError("translator: mt:PATH needs `pip install babelrag[cross-encoder]` (transformers)") from error
         self._tokenizer = AutoTokenizer.from_pretrained(self.path, local_files_only=True)
         self._model = AutoModelForSeq2SeqLM.from_pretrained(self.path, local_files_only=True).eval()
-        self.lang_codes, self.max_length = lang_codes or {}, max_length
+        declared = lang_codes
+        settings = self.path / "babelrag.json"
+        if declared is None and settings.is_file():
+            try:
+                declared = json.loads(settings.read_text(encoding="utf-8"))["lang_codes"]
+            except (json.JSONDecodeError, KeyError, TypeError) as error:
+                raise ConfigError(f"translator: {settings}: expected {{\"lang_codes\": {{\"en\": \"...\"}}}}") from error
+        self.lang_codes = model_lang_codes(self._tokenizer.get_vocab(), declared)
+        self.max_length = max_length
         self.name = f"mt:{self.path.name}"
         self._lock = threading.Lock()
 
     def translate_targets(self, text: str, src: str, targets: Sequence[str]) -> dict[str, Translation]:
         import torch
 
+        if self.lang_codes and (unknown := [t for t in targets if t not in self.lang_codes]):
+            raise ConfigError(f"translator {self.name}: no language token for {', '.join(unknown)} "
+                              f"(known: {', '.join(sorted(self.lang_codes))}); declare it in {self.path}/babelrag.json")
         out = {}
         for target in targets:
             with self._lock:
@@ -182,7 +276,7 @@ class MTTranslator:
                 translated = tokenizer.batch_decode(generated, skip_special_tokens=True)[0].strip()
                 call = LLMCall("translator", self.name, int(batch["input_ids"].shape[1]), int(generated.shape[1]),
                                time.perf_counter() - start)
-            out[target] = Translation(translated, (call,))
+            out[target] = Translation(translated, (call,), translation_problem(text, translated, src, target))
         return out
 
 
@@ -226,6 +320,8 @@ class CachedTranslator:
         if missing:
             fresh = self.inner.translate_targets(text, src, missing)
             for target, translation in fresh.items():
+                if translation.problem is not None:  # a failure is never cached: the next run asks again
+                    continue
                 self._store.put(self._key(src, target, text), {
                     "text": translation.text,
                     "calls": [{k: getattr(c, k) for k in ("role", "model", "prompt_tokens", "completion_tokens",

@@ -1,6 +1,7 @@
 """BM25 as sparse vectors: we weight term frequencies, the engine supplies IDF (``Modifier.Idf``).
 
-Document value = tf·(k1+1) / (tf + k1·(1 − b + b·|d|/avgdl)); query value = 1 per distinct term.
+Document value = tf·(k1+1) / (tf + k1·(1 − b + b·|d|/avgdl)); query value = the term's count in the
+query (BM25's sum over query terms: a term said twice counts twice, which DELTA's repetition relies on).
 The engine multiplies by its own IDF, ln(1 + (N − n + 0.5)/(n + 0.5)), at query time, so IDF
 stays right as the KB grows. avgdl is fixed when the KB is created (recorded in the manifest),
 as in every sparse-vector BM25: changing it later would silently re-weight old documents.
@@ -37,4 +38,8 @@ def document_vector(terms: Sequence[str], avgdl: float, k1: float = K1, b: float
 
 
 def query_vector(terms: Sequence[str]) -> SparseTerms:
-    return _merge({term_id(t): 1.0 for t in terms})
+    weights: dict[int, float] = {}
+    for term, count in Counter(terms).items():
+        key = term_id(term)
+        weights[key] = weights.get(key, 0.0) + float(count)
+    return _merge(weights)

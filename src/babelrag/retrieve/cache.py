@@ -26,11 +26,8 @@ class RetrievalCache:
 
     @staticmethod
     def key(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig) -> str:
-        manifest = kb.manifest
-        identity = {"kb": kb.name, "components": manifest.get("components"), "updated": manifest.get("updated_at"),
-                    "passages": manifest.get("passages"), "text": request.text, "lang": request.lang,
-                    "filter": repr(request.filter), "mode": config.mode, "candidates": config.candidates}
-        return digest(identity)
+        return digest({**kb.identity(), "text": request.text, "lang": request.lang, "segments": request.segments,
+                       "filter": repr(request.filter), "mode": config.mode, "candidates": config.candidates})
 
     def get(self, key: str) -> list[CachedArm] | None:
         stored = self._store.get(key)

@@ -15,8 +15,13 @@ from babelrag.models.rerank import build_reranker
 from babelrag.retrieve.cache import RetrievalCache
 from babelrag.retrieve.fusion import fuse
 from babelrag.retrieve.search import TRACE_HITS, rerank, retrieve
+from babelrag.models.llm_types import LLMError
 from babelrag.strategies import LoopingStrategy, build_strategy
+from babelrag.strategies.as_written import AsWritten
 from babelrag.types import Question, Ranking, SearchRequest, SearchResult, Trace
+
+
+PATH_THREADS = 4  # paths run at once; more paths queue (each holds up to ``candidates`` hits)
 
 
 class Searcher:
@@ -35,9 +40,21 @@ class Searcher:
         return ranking
 
     def _plan(self, question: Question, trace: Trace) -> list[SearchRequest]:
+        """Each strategy's paths. A model failure drops that strategy's paths (recorded in the trace);
+        when the main strategy is left with none, the question as written is searched in its place."""
         requests = []
         for strategy in (self.strategy, *self.extras):
-            requests.extend(strategy.plan(question, self.kb, self.config, trace))
+            failures = len(trace.failures)
+            try:
+                planned = strategy.plan(question, self.kb, self.config, trace)
+            except LLMError as error:
+                trace.fail(strategy.name, str(error), f"{strategy.name} paths dropped")
+                planned = []
+            if strategy is self.strategy and not planned:
+                if len(trace.failures) == failures:  # a strategy that found nothing to search, said nowhere yet
+                    trace.fail(strategy.name, "no usable path", "searched the question as written")
+                planned = AsWritten().plan(question, self.kb, self.config, trace)
+            requests.extend(planned)
         return requests
 
     def _run_paths(self, requests: list[SearchRequest], trace: Trace) -> list[Ranking]:
@@ -46,7 +63,7 @@ class Searcher:
             return [self._path(requests[0], trace)]
         if self.config.mode != "keyword":
             self.kb.query_vectors([r.text for r in requests] + [r.rerank_text for r in requests if r.rerank_text])
-        with ThreadPoolExecutor(max_workers=len(requests)) as pool:
+        with ThreadPoolExecutor(max_workers=min(len(requests), PATH_THREADS)) as pool:
             return list(pool.map(lambda request: self._path(request, trace), requests))
 
     def _planned(self, question: Question, trace: Trace) -> Ranking:

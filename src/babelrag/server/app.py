@@ -28,6 +28,7 @@ from babelrag.generate.answerer import Answerer
 from babelrag.ingest.pipeline import IngestOptions, index_records
 from babelrag.ingest.readers import RawRecord
 from babelrag.ingest.records import Defaults, validate_all
+from babelrag.jsonl import numbered_lines
 from babelrag.retrieve.pipeline import Searcher
 from babelrag.server.schemas import AskBody, SearchBody
 from babelrag.server.service import Busy, Service
@@ -246,7 +247,7 @@ async def _documents(request: Request) -> list[dict[str, Any]]:
         raise HTTPException(400, "body is not UTF-8") from error
     if "ndjson" in request.headers.get("content-type", "") or "jsonl" in request.headers.get("content-type", ""):
         rows = []
-        for number, line in enumerate(text.splitlines(), start=1):
+        for number, line in numbered_lines(text):
             if line.strip():
                 try:
                     rows.append(json.loads(line))

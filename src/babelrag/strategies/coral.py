@@ -17,8 +17,8 @@ from pydantic import BaseModel, Field, create_model
 from babelrag.config import CoralConfig, SearchConfig
 from babelrag.lang.detect import detector
 from babelrag.lang.languages import language_name
-from babelrag.models.llm import LLM, build_llm
-from babelrag.models.structured import StructuredOutputError, complete_json
+from babelrag.models.llm import LLM, LLMError, build_llm
+from babelrag.models.structured import complete_json
 from babelrag.strategies.scope import kb_languages
 from babelrag.types import Hit, PassageFilter, Question, Ranking, SearchRequest, Trace
 
@@ -180,6 +180,10 @@ class Coral:
                     stopped = stopped_by
                     break
                 verdict = self._sufficient(llm, question, evidence_order(validated)[:options.evidence_k], trace)
+                if verdict is None:
+                    entry.update(sufficient=None, missing="")
+                    stopped = "sufficiency failed"
+                    break
                 entry.update(sufficient=verdict.sufficient, missing=verdict.missing)
                 if verdict.sufficient:
                     stopped = "sufficient"
@@ -216,8 +220,9 @@ class Coral:
         schema = plan_model(langs, countries, min(most, len(langs)), rewrite)
         try:
             plan = complete_json(llm, messages, schema, role="planner", trace=trace, max_tokens=160).model_dump()
-        except StructuredOutputError as error:
+        except LLMError as error:
             fallback = [question.lang] if question.lang in langs else langs[:most]
+            trace.fail("planner", str(error), f"searched {', '.join(fallback)}")
             return {"corpora": fallback, "planner_error": str(error)}
         plan["corpora"] = list(dict.fromkeys(plan["corpora"]))
         return plan
@@ -246,7 +251,8 @@ class Coral:
                             f"{_clip(hit.passage.text, options.passage_chars)}"}]
                 try:
                     judged[pid] = complete_json(llm, messages, CriticScores, role="critic", trace=trace, max_tokens=120)
-                except StructuredOutputError as error:  # an unjudged passage is not evidence
+                except LLMError as error:  # an unjudged passage is not evidence
+                    trace.fail("critic", f"passage {pid}: {error}", "passage not validated")
                     records.append({"id": pid, "lang": hit.passage.lang, "error": str(error), "kept": False,
                                     "total": 0, "critique": "unjudged"})
                     continue
@@ -259,7 +265,7 @@ class Coral:
                             "total": sum(scores.criteria), "kept": kept, "critique": scores.critique})
         return records, None
 
-    def _sufficient(self, llm: LLM, question: Question, evidence: list[Judged], trace: Trace) -> Sufficiency:
+    def _sufficient(self, llm: LLM, question: Question, evidence: list[Judged], trace: Trace) -> Sufficiency | None:
         if not evidence:  # nothing validated cannot be enough; no call needed to say so
             return Sufficiency(sufficient=False, missing="no passage passed the critic")
         listed = "\n".join(f"[{i}] ({j.hit.passage.lang}, {j.total}/20) {_clip(j.hit.passage.text, 400)}"
@@ -268,5 +274,6 @@ class Coral:
                     {"role": "user", "content": f"Question: {question.text}\n\nEvidence:\n{listed}"}]
         try:
             return complete_json(llm, messages, Sufficiency, role="sufficiency", trace=trace, max_tokens=80)
-        except StructuredOutputError as error:  # stop rather than spend rounds on a judge that cannot answer
-            return Sufficiency(sufficient=True, missing=f"sufficiency unjudged: {error}"[:200])
+        except LLMError as error:  # unjudged is not "sufficient": the loop stops and says why
+            trace.fail("sufficiency", str(error), "loop stopped with the evidence validated so far")
+            return None

@@ -14,10 +14,10 @@ from pydantic import BaseModel, Field, field_validator
 
 from babelrag.config import DeltaConfig, SearchConfig
 from babelrag.lang.languages import language_name
-from babelrag.models.llm import LLM, build_llm
+from babelrag.models.llm import LLM, LLMError, build_llm
 from babelrag.models.registry import translator_for
-from babelrag.models.structured import StructuredOutputError, complete_json
-from babelrag.models.translate import translate
+from babelrag.models.structured import complete_json
+from babelrag.models.translate import TranslationFailed, translate
 from babelrag.strategies.locale import CulturalCue, classify_locale
 from babelrag.strategies.scope import path_filter
 from babelrag.types import Question, SearchRequest, Trace
@@ -94,7 +94,7 @@ def fuse_query(q_glob: str, q_local: str, lang: str, cue: CulturalCue | None, bu
             blocks.append(("[ALIASES:GLOB]", [(", ".join(aliases_en), "en")], 1))
     hint = " ".join(part for part in ((cue.country_or_region if cue else ""),
                                       (bundle.extra_disambig if bundle else "")) if part.strip())
-    if hint:
+    if hint and bundle is not None:  # the hint belongs to the anchor bundle: none when it failed
         blocks.append(("[LOCALE_HINT]", [(hint, "en")], 1))
     pieces: list[str] = []
     segments: list[tuple[str, str]] = []
@@ -126,15 +126,27 @@ class Delta:
             return [SearchRequest(question.text, kb.name, lang, flt, "delta:passthrough")]
         llm: LLM = build_llm(config.llm)
         with trace.step("delta", self.name) as step:
-            q_glob = translate(translator_for(config.translator, config.llm), question.text, lang, "en", trace)
-            cue = classify_locale(llm, q_glob, trace)
-            anchor_lang = lang if options.anchor_language == "query" else cue.cultural_language
             try:
-                bundle = complete_json(llm, _bundle_prompt(q_glob, question.text, anchor_lang, cue, options.aliases),
-                                       AnchorBundle, role="anchor generator", trace=trace, max_tokens=150)
-            except StructuredOutputError as error:  # [DELTA]: invalid twice → GLOB + LOCAL only, logged
-                bundle, step["bundle_error"] = None, str(error)
+                q_glob = translate(translator_for(config.translator, config.llm), question.text, lang, "en", trace)
+            except TranslationFailed as error:  # no English back-off: the search stage takes the question as written
+                trace.fail("translate", str(error), "delta path dropped")
+                step["failed"] = str(error)
+                return []
+            try:
+                cue: CulturalCue | None = classify_locale(llm, q_glob, trace)
+            except LLMError as error:  # no cue: the generic repetition (r_local 1, r_glob 2), no locale hint
+                cue = None
+                trace.fail("classifier", str(error), "delta without a cultural cue")
+            anchor_lang = lang if options.anchor_language == "query" or cue is None else cue.cultural_language
+            bundle = None
+            if cue is not None:
+                try:
+                    bundle = complete_json(llm, _bundle_prompt(q_glob, question.text, anchor_lang, cue, options.aliases),
+                                           AnchorBundle, role="anchor generator", trace=trace, max_tokens=150)
+                except LLMError as error:  # [DELTA]: invalid twice → GLOB + LOCAL only, logged
+                    step["bundle_error"] = str(error)
+                    trace.fail("anchors", str(error), "delta with GLOB + LOCAL only")
             fused = fuse_query(q_glob, question.text, lang, cue, bundle, anchor_lang, options)
-            step.update(q_glob=q_glob, cue=cue.model_dump(), bundle=bundle.model_dump() if bundle else None,
-                        fused=fused.text, **fused.counts)
+            step.update(q_glob=q_glob, cue=cue.model_dump() if cue else None,
+                        bundle=bundle.model_dump() if bundle else None, fused=fused.text, **fused.counts)
         return [SearchRequest(fused.text, kb.name, lang, flt, self.name, segments=fused.segments)]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from babelrag.config import SearchConfig
 from babelrag.lang.languages import language_name
-from babelrag.models.llm import build_llm
+from babelrag.models.llm import LLMError, build_llm
 from babelrag.models.structured import record
 from babelrag.strategies.scope import path_filter
 from babelrag.types import Question, SearchRequest, Trace
@@ -31,9 +31,15 @@ class HyDE:
                      f"user's question with plausible facts. Write only the paragraph: no preamble, no caveats."},
                     {"role": "user", "content": question.text}]
         with trace.step("hyde", self.name, lang=lang) as step:
-            completion = build_llm(config.llm).complete(messages, max_tokens=MAX_TOKENS)
+            try:
+                completion = build_llm(config.llm).complete(messages, max_tokens=MAX_TOKENS)
+            except LLMError as error:
+                trace.fail("hyde", str(error), "hyde path dropped")
+                return []
             record(trace, "hyde", completion)
             step["passage"] = completion.text
-        passage = completion.text.strip() or question.text
-        return [SearchRequest(passage, kb.name, lang, path_filter(question, config, kb), self.name,
+        if not completion.text.strip():  # an empty passage searches nothing; it is not the question either
+            trace.fail("hyde", "empty passage", "hyde path dropped")
+            return []
+        return [SearchRequest(completion.text.strip(), kb.name, lang, path_filter(question, config, kb), self.name,
                               rerank_text=question.text)]

@@ -31,14 +31,19 @@ class KBLanguages:
         elif config.kb_paths == "local":
             targets = [t for t in targets if t != config.pivot] or targets[:1]
         with trace.step("translate", self.name, src=question.lang, targets=targets) as record:
-            texts = translate_many(translator_for(config.translator, config.llm), question.text, question.lang or "",
-                                   targets, trace)
-            record["texts"] = texts
+            result = translate_many(translator_for(config.translator, config.llm), question.text, question.lang or "",
+                                    targets, trace)
+            record.update(texts=result.texts, failed=result.failed)
+        for target, reason in result.failed.items():
+            trace.fail("translate", f"{question.lang}→{target}: {reason}", f"kb:{target} path dropped")
         flt = path_filter(question, config, kb)
         requests, seen = [], set()
         for target in targets:
-            if texts[target] in seen:  # two languages, one text: a second path cannot change a max-merge
+            text = result.texts.get(target)
+            if text is None or text in seen:  # two languages, one text: a second path cannot change a max-merge
                 continue
-            seen.add(texts[target])
-            requests.append(SearchRequest(texts[target], kb.name, target, flt, f"kb:{target}"))
+            seen.add(text)
+            requests.append(SearchRequest(text, kb.name, target, flt, f"kb:{target}"))
+        if result.failed and question.text not in seen:  # a lost translation: the question as written stands in
+            requests.append(SearchRequest(question.text, kb.name, question.lang, flt, "as_written"))
         return requests

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from babelrag.config import SearchConfig
 from babelrag.models.registry import translator_for
-from babelrag.models.translate import translate
+from babelrag.models.translate import TranslationFailed, translate
 from babelrag.strategies.scope import path_filter
 from babelrag.types import Question, SearchRequest, Trace
 
@@ -22,7 +22,12 @@ class Pivot:
 
     def plan(self, question: Question, kb: KnowledgeBase, config: SearchConfig, trace: Trace) -> list[SearchRequest]:
         with trace.step("translate", self.name, src=question.lang, tgt=config.pivot) as record:
-            text = translate(translator_for(config.translator, config.llm), question.text, question.lang or "",
-                             config.pivot, trace)
+            try:
+                text = translate(translator_for(config.translator, config.llm), question.text, question.lang or "",
+                                 config.pivot, trace)
+            except TranslationFailed as error:  # the search stage falls back to the question as written
+                trace.fail("translate", str(error), "pivot path dropped")
+                record["failed"] = str(error)
+                return []
             record["text"] = text
         return [SearchRequest(text, kb.name, config.pivot, path_filter(question, config, kb), f"pivot:{config.pivot}")]
