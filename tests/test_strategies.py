@@ -118,7 +118,7 @@ def test_kb_languages_paths_merge_by_max(country_kb: KnowledgeBase) -> None:
     assert len({s.label for s in result.trace.steps if s.stage == "rerank"}) == len(labels)
     assert [(h.passage.id, round(h.score, 5)) for h in result.evidence.hits] == \
         sorted(path_scores.items(), key=lambda item: -item[1])[:len(result.evidence.hits)]  # the max over paths
-    assert result.evidence.scorer == "dense"
+    assert result.evidence.scorer == "learned:default"  # one calibrated scale across the paths
     again = Searcher(country_kb, preset_config("chat-rrf", {"llm": llm})).search(QUESTION)
     calls = again.trace.llm_totals()
     assert calls["llm_calls"] >= 1 and calls["llm_cached"] == calls["llm_calls"]  # the translation, from the cache

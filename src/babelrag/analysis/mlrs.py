@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from babelrag.models.rerank import Reranker
 from babelrag.models.translate import Translator, translate
-from babelrag.types import Hit, Passage, Trace
+from babelrag.types import Hit, Passage, SearchRequest, Trace
 
 
 def random_reference(n: int) -> float:
@@ -50,7 +50,7 @@ def query_shift(query_id: str, query: str, query_lang: str, ranked: Sequence[Pas
         text = p.text if p.id not in different or p.lang == target else \
             translate(translator, p.text, p.lang, target, trace)
         hits.append(Hit(replace(p, text=text), 0.0, "mlrs"))  # no stored vector: the new text is scored
-    scores = rescorer.score(query, hits)
+    scores = rescorer.score(query, hits, SearchRequest(query, "", query_lang))
     order = [h.passage.id for _, h in sorted(zip(scores, hits), key=lambda pair: -pair[0])]
     return QueryShift(query_id, query_lang, target, rank_shift([p.id for p in ranked], order, different),
                       len(different))

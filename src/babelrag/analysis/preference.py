@@ -12,6 +12,7 @@ from typing import Any
 from babelrag.analysis.delp import Priors, calibrate, gold_sensitivity, prior_correlations
 from babelrag.analysis.mlrs import query_shift, random_reference
 from babelrag.config import preset_config
+from babelrag.errors import ConfigError
 from babelrag.evaluate.golden import GoldenQuestion
 from babelrag.kb import KnowledgeBase
 from babelrag.models.llm import LLMError, build_llm
@@ -72,6 +73,9 @@ def analyze_preference(kb: KnowledgeBase, golden: Sequence[GoldenQuestion],
     kb_langs = sorted({p.lang for p in passages})
     llm_translator = translator_for("llm" if options.translator == "parallel" else options.translator, options.llm)
     translator = parallel_translator(passages, llm_translator) if options.translator == "parallel" else llm_translator
+    if options.rescorer in ("learned", "none"):
+        raise ConfigError(f"rescorer: '{options.rescorer}' re-scores retrieval's own signals, not a translated "
+                          f"text; MLRS needs a relevance model of the text (dense, cross-encoder:PATH)")
     rescorer = build_reranker(options.rescorer, kb.embedder, kb.query_vector)
     if rescorer is None:
         raise ValueError("analyze: MLRS needs a re-scorer (dense or cross-encoder:PATH)")

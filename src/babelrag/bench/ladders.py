@@ -22,10 +22,16 @@ class Step:
     baseline: str | None = None
     answer: bool = False  # generate answers and score them (the QA ladders)
     sample: bool = False  # run on the LLM steps' sample even without an LLM (baselines compared with them)
+    llm: bool | None = None  # does it call a model? (None: as its configuration says)
 
 
 _SINGLE = "+country"  # the reranked single path every query strategy is measured against
 _TAU = "hybrid+rerank"
+# `bench --ladder tune` fits profiles on the dev split first (babelrag tune, per index) into these folders
+PROFILES = "{profiles}"
+NO_LLM, WITH_LLM = f"{PROFILES}/no-llm", f"{PROFILES}/llm"
+_TUNED = "learned (tuned model)"
+_CF = {"country_filter": True}
 
 LADDERS: dict[str, list[Step]] = {
     # [BLOG] §2–3: keyword → vector → hybrid → hybrid+rerank → +threshold → +country filter, then the
@@ -90,6 +96,20 @@ LADDERS: dict[str, list[Step]] = {
         Step("CORAL", "coral", baseline="C_all (MultiRAG)"),
         Step("CORAL min_each=2", "coral", {"coral": {"min_each": 2}}, baseline="CORAL"),
         Step("CORAL min_total=10", "coral", {"coral": {"min_each": 1, "min_total": 10}}, baseline="CORAL"),
+    ],
+    # [issue: fix the failing cells] the relevance stage and per-cell tuning, each fitted on dev questions and
+    # scored on test: the hybrid order, cosine re-sorting, the shipped and the KB-tuned relevance models, one
+    # global τ against per-cell τ, page collapse, and the tuned profile against the best single preset
+    "tune": [
+        Step("hybrid", "hybrid", _CF),
+        Step("dense-resort", "dense-resort", _CF),
+        Step("learned (shipped model)", "learned", {**_CF, "rerank": "learned:default"}, baseline="hybrid"),
+        Step(_TUNED, "learned", {**_CF, "profile": NO_LLM}, baseline="hybrid"),
+        Step("+threshold (global τ)", "+country", {"profile": NO_LLM}, calibrate_threshold_from=_TUNED, baseline=_TUNED),
+        Step("per-cell τ", "tuned", {"profile": NO_LLM}, baseline="+threshold (global τ)", llm=False),
+        Step("+page collapse", "learned", {**_CF, "profile": NO_LLM, "collapse": "page"}, baseline=_TUNED),
+        Step("chat (learned)", "chat", {"profile": NO_LLM, "threshold": None}, baseline=_TUNED),
+        Step("tuned", "tuned", {"profile": WITH_LLM}, baseline=_TUNED),
     ],
     # how to fuse the dense and keyword arms (the choice behind the hybrid default)
     "fusion": [

@@ -11,16 +11,16 @@ import hashlib
 import json
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from babelrag.bench import swefaq, xquad_cells
-from babelrag.bench.ladders import Step, ladder
+from babelrag.bench.ladders import PROFILES, Step, ladder
 from babelrag.config import SearchConfig, preset_config
-from babelrag.errors import BabelragError, InputError
+from babelrag.errors import BabelragError, ConfigError, InputError
 from babelrag.evaluate.calibrate import calibrate_threshold
-from babelrag.evaluate.golden import GoldenQuestion, load_golden, save_golden
+from babelrag.evaluate.golden import GoldenQuestion, load_golden, sample_per_cell, save_golden
 from babelrag.evaluate.runs import COMPLETE, RunResult, run_config
 from babelrag.ingest.pipeline import index_sources
 from babelrag.models.llm import build_llm
@@ -83,21 +83,6 @@ def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-") or "step"
 
 
-def llm_sample(questions: list[GoldenQuestion], per_cell: int | None, by_kb: bool = False,
-               skip_kbs: tuple[str, ...] = ()) -> list[GoldenQuestion]:
-    """A fixed sample for the LLM steps: in each cell (or each KB, ``by_kb``), the first ``per_cell``
-    questions in hash order."""
-    if per_cell is None:
-        return questions
-    cells: dict[tuple[str, str], list[GoldenQuestion]] = {}
-    for q in questions:
-        if q.kb not in skip_kbs:
-            cells.setdefault((q.kb, "" if by_kb else q.lang), []).append(q)
-    chosen = {q.id for group in cells.values()
-              for q in sorted(group, key=lambda q: hashlib.sha1(q.id.encode()).hexdigest())[:per_cell]}
-    return [q for q in questions if q.id in chosen]
-
-
 def _llm_available(spec: str) -> str | None:
     """Why the LLM can't be used here, or None when it can."""
     try:
@@ -121,14 +106,47 @@ def _step_questions(step: Step, config: SearchConfig, golden: list[GoldenQuestio
                     per_cell: int | None, explicit: bool, per_kb: int | None = None) -> list[GoldenQuestion]:
     """All questions for retrieval steps (the dev split feeds calibration); LLM steps a sample of the
     reported split only, since dev questions never enter the headline figures."""
-    if not (step.answer or step.sample or config.query_uses_llm()):
+    calls_model = config.query_uses_llm() if step.llm is None else step.llm
+    if not (step.answer or step.sample or calls_model):
         return golden
     golden = [q for q in golden if q.tags.get("split") == REPORTED] or golden
     if per_kb is not None:
-        return llm_sample(golden, per_kb, by_kb=True)
+        return sample_per_cell(golden, per_kb, by_kb=True)
     if quick and not explicit:  # smoke tests; measurements use --llm-per-cell
-        return qa_smoke_sample(golden) if step.answer else llm_sample(golden, 1, by_kb=True, skip_kbs=("pooled",))
-    return llm_sample(golden, per_cell)
+        return qa_smoke_sample(golden) if step.answer else sample_per_cell(golden, 1, by_kb=True, skip_kbs=("pooled",))
+    return sample_per_cell(golden, per_cell)
+
+
+def fit_profiles(golden: list[GoldenQuestion], indexes: list[str], store: str, folder: Path, wanted: set[str],
+                 llm: str | None, llm_per_cell: int) -> list[str]:
+    """`babelrag tune` per index on the dev split, into profile files (the bench KBs stay untouched):
+    ``no-llm`` (options that call no model) and, when asked for, ``llm`` (≤ 1.5 calls per question, the
+    model-calling options measured on ``llm_per_cell`` dev questions per cell). Returns notes."""
+    from babelrag.kb import KnowledgeBase
+    from babelrag.tune.runner import TuneOptions, tune, write_profile
+
+    notes = []
+    for variant in ("no-llm", "llm"):
+        if str(folder / variant) not in wanted:
+            continue
+        (folder / variant).mkdir(parents=True, exist_ok=True)
+        budget = 1.5 if variant == "llm" and not _llm_available(llm or preset_config("chat").llm) else 0.0
+        if variant == "llm" and not budget:
+            notes.append("tuned profile: no LLM available, so its options are those that call no model")
+        for index in indexes:
+            target = folder / variant / f"{index}.yaml"
+            if target.exists():  # resumed bench: the profile this run already fitted
+                continue
+            options = TuneOptions(max_llm_calls=budget, llm=llm, store_with_kb=False, llm_per_cell=llm_per_cell)
+            with KnowledgeBase.open(index, store) as kb:
+                try:
+                    result = tune(kb, golden, options)
+                except ConfigError as error:  # too few dev questions: the shipped model, one global rule
+                    if variant == "no-llm":
+                        notes.append(f"{index}: {error}; tuned with the shipped relevance model instead")
+                    result = tune(kb, golden, replace(options, fit_model=False, min_dev=1))
+            write_profile(result.profile, target)
+    return notes
 
 
 def run_bench(out: Path, data: Path, quick: bool = False, ladder_name: str = "blog", store: str | None = None,
@@ -147,15 +165,22 @@ def run_bench(out: Path, data: Path, quick: bool = False, ladder_name: str = "bl
     notes = list(bench.notes)
     plan: list[tuple[int, Step, dict[str, Any], list[GoldenQuestion]]] = []
     for number, step in enumerate(steps, start=1):
-        overrides = dict(step.overrides, **({"llm": llm} if llm else {}))
+        overrides = {key: value.replace(PROFILES, str(out / "profiles")) if isinstance(value, str) else value
+                     for key, value in dict(step.overrides, **({"llm": llm} if llm else {})).items()}
         config = preset_config(step.preset, overrides)
-        if (step.answer or config.query_uses_llm()) and (problem := _llm_available(config.llm)):
+        calls_model = config.query_uses_llm() if step.llm is None else step.llm
+        if (step.answer or calls_model) and (problem := _llm_available(config.llm)):
             notes.append(f"step '{step.name}' skipped: {problem}")
             continue
         plan.append((number, step, overrides, _step_questions(step, config, bench.golden, quick, per_cell,
                                                               llm_per_cell is not None, llm_per_kb)))
     needed = {q.index for _, _, _, questions in plan for q in questions}
     ensure_indexes({name: path for name, path in bench.indexes.items() if name in needed}, store)
+    profiles = {str(value) for _, _, overrides, _ in plan for value in overrides.values()
+                if isinstance(value, str) and value.startswith(str(out / "profiles"))}
+    if profiles:
+        notes += fit_profiles(bench.golden, sorted(needed), store, out / "profiles", profiles, llm,
+                              2 if quick and llm_per_cell is None else per_cell)
     results: dict[str, RunResult] = {}
     calibration: dict[str, Any] = {}
     split = REPORTED if any(q.tags.get("split") == REPORTED for q in bench.golden) else None

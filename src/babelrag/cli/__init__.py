@@ -11,6 +11,7 @@ from babelrag.cli import (  # noqa: F401 - importing registers the commands
     eval_commands,
     kb_commands,
     model_commands,
+    tune_commands,
 )
 from babelrag.cli.common import app, err
 from babelrag.errors import BabelragError

@@ -5,8 +5,9 @@ language version); gold passage ids are optional, for passage-level analysis.
 """
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -45,6 +46,21 @@ class GoldenQuestion(BaseModel):
         """Gold answers in ``lang`` only: an answer in Lq scored against another language's reference would
         measure translation, not answering (a missing reference is counted, never substituted)."""
         return list(self.answers.get(lang, []))
+
+
+def sample_per_cell(questions: Sequence[GoldenQuestion], per_cell: int | None, by_kb: bool = False,
+                    skip_kbs: tuple[str, ...] = ()) -> list[GoldenQuestion]:
+    """A fixed sample (for steps that call a model): in each cell (or each KB, ``by_kb``), the first
+    ``per_cell`` questions in hash order; None keeps them all."""
+    if per_cell is None:
+        return list(questions)
+    cells: dict[tuple[str, str], list[GoldenQuestion]] = {}
+    for q in questions:
+        if q.kb not in skip_kbs:
+            cells.setdefault((q.kb, "" if by_kb else q.lang), []).append(q)
+    chosen = {q.id for group in cells.values()
+              for q in sorted(group, key=lambda q: hashlib.sha1(q.id.encode()).hexdigest())[:per_cell]}
+    return [q for q in questions if q.id in chosen]
 
 
 def load_golden(path: str | Path) -> list[GoldenQuestion]:

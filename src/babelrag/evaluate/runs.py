@@ -67,7 +67,7 @@ class RunResult:
     metrics: dict[str, Any]
 
 
-def _question_row(question: GoldenQuestion, result: SearchResult | None, trace: Trace, seconds: float,
+def question_row(question: GoldenQuestion, result: SearchResult | None, trace: Trace, seconds: float,
                   scored: bool = True) -> dict[str, Any]:
     """``scored=False``: no retrieval metrics (no-RAG retrieves nothing by design)."""
     waited = sum(c.seconds for c in trace.llm_calls if not c.cached)  # model time this run really spent
@@ -176,13 +176,13 @@ class _Runner:
         start = time.perf_counter()
         if self.answerer is not None:
             reply = self.answerer.ask(question.as_question())
-            row = _question_row(question, reply.search, reply.trace, time.perf_counter() - start, self.scored)
+            row = question_row(question, reply.search, reply.trace, time.perf_counter() - start, self.scored)
             row.update(_answer_fields(question, reply, self.languages))
             row["trace"] = reply.trace.to_dict()
         else:
             assert self.searcher is not None
             result = self.searcher.search(question.as_question())
-            row = _question_row(question, result, result.trace, time.perf_counter() - start)
+            row = question_row(question, result, result.trace, time.perf_counter() - start)
             row["trace"] = result.trace.to_dict()
         return row
 
@@ -190,7 +190,7 @@ class _Runner:
         """Something no fallback caught: the question scores as nothing found, and says why."""
         trace = Trace()
         trace.fail("question", f"{type(error).__name__}: {error}", "no result for this question")
-        row = _question_row(question, None, trace, seconds, self.scored)
+        row = question_row(question, None, trace, seconds, self.scored)
         if self.answerer is not None:
             row.update(_answer_fields(question, None, self.languages))
         row["trace"] = trace.to_dict()

@@ -6,7 +6,8 @@ segmented by real segmenters and every other script keeps its combining marks in
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Sequence
 from functools import cache
 from importlib.metadata import version
 
@@ -75,6 +76,16 @@ def tokens(text: str, lang: str | None) -> list[str]:
     if segment is not None:
         return segment(text)
     return _words(text, lang)
+
+
+def term_id(term: str) -> int:
+    """A stable 32-bit id per term (no vocabulary to store or share between adapters)."""
+    return zlib.crc32(term.encode("utf-8"))
+
+
+def term_ids(pieces: Sequence[tuple[str, str | None]]) -> list[int]:
+    """The ids of the terms of (text, language) pieces, repeats kept."""
+    return [term_id(term) for text, lang in pieces for term in tokens(text, lang)]
 
 
 def versions() -> dict[str, str]:

@@ -42,6 +42,17 @@ FLORES: dict[str, str] = {
 }
 
 
+# The script each language is written in (Latin when not listed): same-script pairs share surface forms.
+SCRIPTS: dict[str, str] = {
+    "ar": "Arab", "fa": "Arab", "ur": "Arab", "he": "Hebr", "el": "Grek", "ru": "Cyrl", "uk": "Cyrl", "bg": "Cyrl",
+    "hi": "Deva", "bn": "Beng", "th": "Thai", "zh": "Hani", "ja": "Jpan", "ko": "Hang",
+}
+
+
+def script_of(code: str | None) -> str:
+    return SCRIPTS.get(code or "", "Latn")
+
+
 def language_name(code: str) -> str:
     """English name for prompts ("sv" → "Swedish"); unknown codes stay as they are."""
     return NAMES.get(code, code)

@@ -1,9 +1,11 @@
-"""Rerankers: re-score candidates against one query text, on one fixed scale.
+"""Rerankers: re-score one path's candidates against its query text, on one fixed scale.
 
-No cross-encoder ships its weights offline (MODELS.md), so the default ``dense`` re-scores
-with the KB's own embedder (cosine; the same scale on every path, which keeps max-merge and
-thresholds meaningful). ``cross-encoder:PATH`` loads a sentence-transformers or ONNX
-cross-encoder from a local directory; ``none`` skips the stage.
+No cross-encoder ships its weights offline (MODELS.md). ``learned`` (relevance/) scores each
+candidate as P(relevant) from the signals retrieval already produced, with the KB's tuned model
+or the shipped default. ``dense-resort`` re-sorts by the KB embedder's cosine alone (one scale on
+every path, but it throws away the keyword arm: hybrid becomes plain dense order); ``dense`` is
+its old name. ``cross-encoder:PATH`` loads a sentence-transformers or ONNX cross-encoder from a
+local directory; ``none`` skips the stage.
 """
 from __future__ import annotations
 
@@ -16,37 +18,44 @@ import numpy as np
 
 from babelrag.errors import ConfigError
 from babelrag.models.embed import Embedder
-from babelrag.types import Hit
+from babelrag.relevance.learned import LearnedReranker
+from babelrag.relevance.model import RelevanceModel
+from babelrag.types import Hit, SearchRequest
 
 
 class Reranker(Protocol):
     name: str
-    needs_vectors: bool
+    needs_vectors: bool  # candidates must carry their stored vectors (and keyword terms)
 
-    def score(self, query: str, hits: Sequence[Hit]) -> list[float]: ...
+    def score(self, query: str, hits: Sequence[Hit], request: SearchRequest) -> list[float]:
+        """One score per hit against ``query`` (the path's text, or what it is re-scored against);
+        ``request`` says which path it is (language, origin, segments)."""
+        ...
 
 
 class DenseReranker:
-    """Cosine between the query and each candidate, using stored passage vectors when present."""
+    """Cosine between the query and each candidate: the dense arm's own score when the path is scored
+    against its own text, else the stored passage vector, else the passage embedded afresh."""
 
-    name = "dense"
+    name = "dense-resort"
     needs_vectors = True
 
     def __init__(self, embedder: Embedder, query_vector: Callable[[str], np.ndarray] | None = None):
         self.embedder = embedder
         self._query_vector = query_vector or (lambda text: embedder.embed([text], "query")[0])
 
-    def score(self, query: str, hits: Sequence[Hit]) -> list[float]:
+    def score(self, query: str, hits: Sequence[Hit], request: SearchRequest | None = None) -> list[float]:
         if not hits:
             return []
+        same_text = request is None or request.rerank_text is None
+        scores: list[float | None] = [h.signals.get("dense") if same_text and h.vector is None else None for h in hits]
         query_vector = self._query_vector(query)
-        missing = [i for i, h in enumerate(hits) if h.vector is None]
-        vectors = [h.vector for h in hits]
-        if missing:
-            fresh = self.embedder.embed([hits[i].passage.text for i in missing], "passage")
-            for j, i in enumerate(missing):
-                vectors[i] = fresh[j]
-        return [float(s) for s in np.vstack(vectors) @ query_vector]
+        missing = [i for i, h in enumerate(hits) if scores[i] is None and h.vector is None]
+        fresh = self.embedder.embed([hits[i].passage.text for i in missing], "passage") if missing else []
+        vectors = {i: fresh[j] for j, i in enumerate(missing)}
+        return [float(score) if score is not None else float((hits[i].vector if i not in vectors else vectors[i])
+                                                             @ query_vector)
+                for i, score in enumerate(scores)]
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -127,7 +136,7 @@ class CrossEncoderReranker:
         exp = np.exp(logits - logits.max(axis=1, keepdims=True))
         return (exp / exp.sum(axis=1, keepdims=True))[:, -1]
 
-    def score(self, query: str, hits: Sequence[Hit]) -> list[float]:
+    def score(self, query: str, hits: Sequence[Hit], request: SearchRequest | None = None) -> list[float]:
         pairs = [(query, h.passage.text) for h in hits]
         scores: list[float] = []
         for start in range(0, len(pairs), self.batch_size):
@@ -135,13 +144,21 @@ class CrossEncoderReranker:
         return scores
 
 
-def build_reranker(name: str, embedder: Embedder,
-                   query_vector: Callable[[str], np.ndarray] | None = None) -> Reranker | None:
-    """``query_vector`` lets the dense reranker reuse the vector retrieval already computed."""
+RERANKERS = "none, learned, learned:default (the shipped model), dense-resort (alias dense), cross-encoder:PATH"
+
+
+def build_reranker(name: str, embedder: Embedder, query_vector: Callable[[str], np.ndarray] | None = None,
+                   relevance: RelevanceModel | None = None) -> Reranker | None:
+    """``query_vector`` lets the dense and learned rerankers reuse the vectors retrieval computed;
+    ``relevance`` is the KB's model for ``learned``."""
     if name == "none":
         return None
-    if name == "dense":
+    if name in ("dense-resort", "dense"):
         return DenseReranker(embedder, query_vector)
+    if name in ("learned", "learned:default"):
+        if relevance is None:
+            raise ConfigError("rerank: learned needs a relevance model (the KB's, or the shipped default)")
+        return LearnedReranker(relevance, query_vector or (lambda text: embedder.embed([text], "query")[0]))
     if name.startswith("cross-encoder:"):
         return CrossEncoderReranker(name.split(":", 1)[1])
-    raise ConfigError(f"rerank: unknown reranker '{name}' (none, dense, cross-encoder:PATH)")
+    raise ConfigError(f"rerank: unknown reranker '{name}' ({RERANKERS})")

@@ -8,19 +8,14 @@ as in every sparse-vector BM25: changing it later would silently re-weight old d
 """
 from __future__ import annotations
 
-import zlib
 from collections import Counter
 from collections.abc import Sequence
 
+from babelrag.lang.analysis import term_id
 from babelrag.store.schema import SparseTerms
 
 K1 = 1.2
 B = 0.75
-
-
-def term_id(term: str) -> int:
-    """A stable 32-bit id per term (no vocabulary to store or share between adapters)."""
-    return zlib.crc32(term.encode("utf-8"))
 
 
 def _merge(weights: dict[int, float]) -> SparseTerms:

@@ -1,25 +1,28 @@
-"""The search flow: question → plan (strategy) → paths → rerank each → merge → threshold → top-k.
+"""The search flow: question → (resolve a tuned cell) → plan (strategy) → paths → rerank each → merge →
+(collapse to pages) → threshold → top-k.
 
 Every stage writes to the trace; a strategy only plans requests, so a new strategy is a new
 file and a registry entry, never a change here.
 """
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from babelrag.config import SearchConfig
 from babelrag.kb import KnowledgeBase
 from babelrag.lang.detect import detector
+from babelrag.models.llm_types import LLMError
 from babelrag.models.rerank import build_reranker
+from babelrag.relevance.model import default_model, model_for
 from babelrag.retrieve.cache import RetrievalCache
 from babelrag.retrieve.fusion import fuse
 from babelrag.retrieve.search import TRACE_HITS, rerank, retrieve
-from babelrag.models.llm_types import LLMError
-from babelrag.strategies import LoopingStrategy, build_strategy
+from babelrag.strategies import LoopingStrategy, ResolvingStrategy, build_strategy
 from babelrag.strategies.as_written import AsWritten
+from babelrag.strategies.tuned import load_profile
 from babelrag.types import Question, Ranking, SearchRequest, SearchResult, Trace
-
 
 PATH_THREADS = 4  # paths run at once; more paths queue (each holds up to ``candidates`` hits)
 
@@ -27,16 +30,23 @@ PATH_THREADS = 4  # paths run at once; more paths queue (each holds up to ``cand
 class Searcher:
     def __init__(self, kb: KnowledgeBase, config: SearchConfig, cache: RetrievalCache | None = None):
         self.kb, self.config, self.cache = kb, config, cache
-        self.reranker = build_reranker(config.rerank, kb.embedder, kb.query_vector)
+        relevance = None
+        if config.rerank in ("learned", "learned:default"):
+            profile = load_profile(kb, config.profile).model if config.profile else None
+            relevance = default_model() if config.rerank == "learned:default" else model_for(kb.manifest, profile)
+            relevance.check(kb.embedder.fingerprint(), kb.name)
+        self.reranker = build_reranker(config.rerank, kb.embedder, kb.query_vector, relevance)
         self.strategy = build_strategy(config.strategy)
         self.extras = [build_strategy(name) for name in config.extra_paths]
         self._detect = detector(tuple(kb.manifest["detect_languages"]))
+        self._by_config: dict[str, Searcher] = {}
+        self._lock = threading.Lock()
 
     def _path(self, request: SearchRequest, trace: Trace) -> Ranking:
         needs_vectors = bool(self.reranker and self.reranker.needs_vectors)
         ranking = retrieve(self.kb, request, self.config, trace, with_vectors=needs_vectors, cache=self.cache)
         if self.reranker is not None:
-            ranking = rerank(request.rerank_text or request.text, ranking, self.reranker, trace)
+            ranking = rerank(request, ranking, self.reranker, trace)
         return ranking
 
     def _plan(self, question: Question, trace: Trace) -> list[SearchRequest]:
@@ -55,7 +65,10 @@ class Searcher:
                     trace.fail(strategy.name, "no usable path", "searched the question as written")
                 planned = AsWritten().plan(question, self.kb, self.config, trace)
             requests.extend(planned)
-        return requests
+        unique: dict[tuple[str, str | None, str], SearchRequest] = {}
+        for request in requests:  # one text over one filter twice finds the same candidates: search it once
+            unique.setdefault((request.text, request.rerank_text, repr(request.filter)), request)
+        return list(unique.values())
 
     def _run_paths(self, requests: list[SearchRequest], trace: Trace) -> list[Ranking]:
         """Paths run in parallel; their query vectors are embedded first, in one batch."""
@@ -83,6 +96,39 @@ class Searcher:
             record["ranking"] = merged.to_trace(TRACE_HITS)
         return merged
 
+    def _resolved(self, question: Question, trace: Trace) -> Searcher:
+        """The searcher for this question: itself, or the one for the configuration a resolving
+        strategy (tuned) picks for the question's cell (one per distinct configuration, kept)."""
+        if not isinstance(self.strategy, ResolvingStrategy):
+            return self
+        with trace.step("resolve", self.strategy.name) as record:
+            config, why = self.strategy.resolve(question, self.kb, self.config)
+            record.update(why)
+        key = config.model_dump_json()
+        with self._lock:
+            if key not in self._by_config:
+                self._by_config[key] = Searcher(self.kb, config, self.cache)
+            return self._by_config[key]
+
+    def _evidence(self, question: Question, trace: Trace) -> Ranking:
+        if isinstance(self.strategy, LoopingStrategy):
+            return self.strategy.loop(question, self.kb, self.config, trace, self._search_paths)
+        return self._planned(question, trace)
+
+    def _select(self, merged: Ranking, trace: Trace) -> Ranking:
+        """Collapse to pages (optional), then threshold, then the top k."""
+        config = self.config
+        with trace.step("select", "evidence", threshold=config.threshold, k=config.k, collapse=config.collapse) as record:
+            hits = merged.hits
+            if config.collapse == "page":  # hits are in score order: the first of each page is its best
+                seen: set[str] = set()
+                hits = tuple(h for h in hits if not (h.passage.doc_id in seen or seen.add(h.passage.doc_id)))
+            if config.threshold is not None:
+                hits = tuple(h for h in hits if h.score >= config.threshold)
+            evidence = Ranking("evidence", merged.scorer, tuple(replace(h, vector=None, terms=None) for h in hits[:config.k]))
+            record.update(candidates=len(merged), above_threshold=len(hits), passed=len(evidence))
+        return evidence
+
     def search(self, question: Question | str) -> SearchResult:
         trace = Trace()
         if isinstance(question, str):
@@ -92,14 +138,6 @@ class Searcher:
                 lang, confidence = self._detect.detect(question.text)
                 question = replace(question, lang=lang)
                 record.update(lang=lang, confidence=confidence)
-        if isinstance(self.strategy, LoopingStrategy):
-            merged = self.strategy.loop(question, self.kb, self.config, trace, self._search_paths)
-        else:
-            merged = self._planned(question, trace)
-        with trace.step("select", "evidence", threshold=self.config.threshold, k=self.config.k) as record:
-            hits = merged.hits
-            if self.config.threshold is not None:
-                hits = tuple(h for h in hits if h.score >= self.config.threshold)
-            evidence = Ranking("evidence", merged.scorer, tuple(replace(h, vector=None) for h in hits[:self.config.k]))
-            record.update(candidates=len(merged), above_threshold=len(hits), passed=len(evidence))
-        return SearchResult(question, evidence, trace, candidates=len(merged))
+        searcher = self._resolved(question, trace)
+        merged = searcher._evidence(question, trace)
+        return SearchResult(question, searcher._select(merged, trace), trace, candidates=len(merged))

@@ -17,28 +17,36 @@ from babelrag.types import Hit, Ranking, SearchRequest, Trace
 TRACE_HITS = 20  # per ranking in the trace; ≥ k, so evidence can be re-cut at any threshold
 
 
-def _ranking(label: str, scorer: str, scored: Sequence[Scored]) -> Ranking:
-    return Ranking(label, scorer, tuple(Hit(s.passage, s.score, label, s.vector) for s in scored))
+def _ranking(label: str, arm: str, scored: Sequence[Scored]) -> Ranking:
+    """One arm's hits; each keeps the arm's score and 1-based rank as signals."""
+    return Ranking(label, "cosine" if arm == DENSE else "bm25",
+                   tuple(Hit(s.passage, s.score, label, s.vector, s.terms, {arm: s.score, f"{arm}_rank": rank})
+                         for rank, s in enumerate(scored, start=1)))
 
 
 def _from_cache(kb: KnowledgeBase, cached: list[CachedArm], with_vectors: bool) -> list[Ranking]:
     found = kb.collection.fetch(list(dict.fromkeys(pid for _, _, hits in cached for pid, _ in hits)), with_vectors)
-    return [Ranking(label, scorer, tuple(Hit(found[pid].passage, score, label, found[pid].vector)
-                                         for pid, score in hits if pid in found))
+    return [_ranking(label, DENSE if scorer == "cosine" else SPARSE,
+                     [Scored(found[pid].passage, score, found[pid].vector, found[pid].terms)
+                      for pid, score in hits if pid in found])
             for label, scorer, hits in cached]
 
 
-def _arm_queries(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, trace: Trace) -> list[ArmQuery]:
+def _arm_queries(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, trace: Trace,
+                 with_vectors: bool) -> list[ArmQuery]:
+    """With vectors for re-scoring: the keyword arm's hits carry theirs (dense and terms); the dense arm's
+    only when the path is re-scored against another text, since otherwise its score is that cosine."""
     arms: list[ArmQuery] = []
     with trace.step("analyze", request.label, mode=config.mode) as record:
         if config.mode in ("vector", "hybrid"):
-            arms.append(ArmQuery(DENSE, dense=kb.query_vector(request.text)))
+            arms.append(ArmQuery(DENSE, dense=kb.query_vector(request.text),
+                                 with_vectors=with_vectors and request.rerank_text is not None))
         if config.mode in ("keyword", "hybrid"):
             pieces = request.segments or ((request.text, request.lang),)
             terms = [term for text, lang in pieces for term in analysis.tokens(text, lang)]
             record["terms"] = terms
             if terms:
-                arms.append(ArmQuery(SPARSE, sparse=bm25.query_vector(terms)))
+                arms.append(ArmQuery(SPARSE, sparse=bm25.query_vector(terms), with_vectors=with_vectors))
     return arms
 
 
@@ -52,12 +60,10 @@ def retrieve(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, tr
             rankings = _from_cache(kb, cached, with_vectors)
             record["arms"] = [r.to_trace(TRACE_HITS) for r in rankings]
     else:
-        arms = _arm_queries(kb, request, config, trace)
+        arms = _arm_queries(kb, request, config, trace, with_vectors)
         with trace.step("retrieve", request.label, filter=repr(request.filter)) as record:
-            results = kb.collection.query(arms, where_for(request.filter), config.candidates,
-                                          with_vectors=with_vectors) if arms else []
-            rankings = [_ranking(f"{request.label}/{arm.arm}", "cosine" if arm.arm == DENSE else "bm25", scored)
-                        for arm, scored in zip(arms, results)]
+            results = kb.collection.query(arms, where_for(request.filter), config.candidates) if arms else []
+            rankings = [_ranking(f"{request.label}/{arm.arm}", arm.arm, scored) for arm, scored in zip(arms, results)]
             record["arms"] = [r.to_trace(TRACE_HITS) for r in rankings]
         if cache:
             cache.put(key, [(r.label, r.scorer, [(h.passage.id, h.score) for h in r.hits]) for r in rankings])
@@ -65,16 +71,20 @@ def retrieve(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, tr
         return replace(rankings[0], label=request.label) if rankings else Ranking(request.label, "none")
     with trace.step("fuse", request.label, method=config.fusion) as record:
         fused = fuse(rankings, config.fusion, request.label, config.rrf_k,
-                     weights=[1.0 if r.scorer == "cosine" else config.keyword_weight for r in rankings])
+                     weights=[1.0 if r.scorer == "cosine" else config.keyword_weight for r in rankings],
+                     arms=True, complete=[len(r) < config.candidates for r in rankings])
         record["ranking"] = fused.to_trace(TRACE_HITS)
     return fused
 
 
-def rerank(query: str, ranking: Ranking, reranker: Reranker, trace: Trace) -> Ranking:
+def rerank(request: SearchRequest, ranking: Ranking, reranker: Reranker, trace: Trace) -> Ranking:
+    """The path's candidates re-scored against its ``rerank_text`` (default: its own text)."""
     with trace.step("rerank", ranking.label, reranker=reranker.name, candidates=len(ranking)) as record:
-        scores = reranker.score(query, ranking.hits)
+        scores = reranker.score(request.rerank_text or request.text, ranking.hits, request)
         order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+        hits = ranking.hits  # built directly, not with dataclasses.replace: this runs for every candidate
         reranked = Ranking(ranking.label, reranker.name,
-                           tuple(replace(ranking.hits[i], score=scores[i]) for i in order))
+                           tuple(Hit(hits[i].passage, scores[i], hits[i].path, hits[i].vector, hits[i].terms,
+                                     hits[i].signals) for i in order))
         record["ranking"] = reranked.to_trace(TRACE_HITS)
     return reranked

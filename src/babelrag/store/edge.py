@@ -21,6 +21,7 @@ from babelrag.store.schema import (
     INTEGER_FIELDS,
     KEYWORD_FIELDS,
     SPARSE,
+    VECTORS,
     ArmQuery,
     CollectionSpec,
     Match,
@@ -88,15 +89,16 @@ class EdgeCollection:
               with_vectors: bool = False) -> list[list[Scored]]:
         flt = _filter(where)
         requests = [qe.QueryRequest(limit=limit, query=_query(arm), filter=flt, with_payload=True,
-                                    with_vector=[DENSE] if with_vectors else False,
+                                    with_vector=VECTORS if with_vectors or arm.with_vectors else False,
                                     params=qe.SearchParams(hnsw_ef=self._hnsw_ef) if arm.arm == DENSE else None)
                     for arm in arms]
         results = self._shard.query_batch(qe.QueryBatchRequest(requests))
-        return [[scored_of(p, p.score, with_vectors) for p in points] for points in results]
+        return [[scored_of(p, p.score, with_vectors or arm.with_vectors) for p in points]
+                for arm, points in zip(arms, results)]
 
     def fetch(self, passage_ids: Sequence[str], with_vectors: bool = False) -> dict[str, Scored]:
         records = self._shard.retrieve([point_id(pid) for pid in passage_ids], with_payload=True,
-                                       with_vector=[DENSE] if with_vectors else False)
+                                       with_vector=VECTORS if with_vectors else False)
         return {s.passage.id: s for s in (scored_of(r, 0.0, with_vectors) for r in records)}
 
     def scroll(self, where: Where | None = None, limit: int | None = None) -> list[Passage]:

@@ -18,6 +18,7 @@ from babelrag.store.schema import (
     INTEGER_FIELDS,
     KEYWORD_FIELDS,
     SPARSE,
+    VECTORS,
     ArmQuery,
     CollectionSpec,
     Match,
@@ -82,15 +83,16 @@ class RemoteCollection:
               with_vectors: bool = False) -> list[list[Scored]]:
         flt = _filter(where)
         requests = [qm.QueryRequest(query=_query(arm), using=arm.arm, limit=limit, filter=flt, with_payload=True,
-                                    with_vector=[DENSE] if with_vectors else False,
+                                    with_vector=VECTORS if with_vectors or arm.with_vectors else False,
                                     params=qm.SearchParams(hnsw_ef=self._hnsw_ef) if arm.arm == DENSE else None)
                     for arm in arms]
         responses = self._client.query_batch_points(self.name, requests)
-        return [[scored_of(p, p.score, with_vectors) for p in response.points] for response in responses]
+        return [[scored_of(p, p.score, with_vectors or arm.with_vectors) for p in response.points]
+                for arm, response in zip(arms, responses)]
 
     def fetch(self, passage_ids: Sequence[str], with_vectors: bool = False) -> dict[str, Scored]:
         records = self._client.retrieve(self.name, [point_id(pid) for pid in passage_ids], with_payload=True,
-                                        with_vectors=[DENSE] if with_vectors else False)
+                                        with_vectors=VECTORS if with_vectors else False)
         return {s.passage.id: s for s in (scored_of(r, 0.0, with_vectors) for r in records)}
 
     def scroll(self, where: Where | None = None, limit: int | None = None) -> list[Passage]:

@@ -80,6 +80,7 @@ class ArmQuery:
     arm: Literal["dense", "bm25"]
     dense: np.ndarray | None = None
     sparse: SparseTerms | None = None
+    with_vectors: bool = False  # return each hit's stored vectors (dense, and keyword term ids)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,13 +88,19 @@ class Scored:
     passage: Passage
     score: float
     vector: np.ndarray | None = None
+    terms: frozenset[int] | None = None  # the term ids of its keyword vector
+
+
+VECTORS = [DENSE, SPARSE]  # what ``with_vectors`` asks either engine for
 
 
 def scored_of(record: Any, score: float, with_vectors: bool) -> Scored:
     """A point returned by either engine (``.payload``, ``.vector``) as a Scored passage."""
-    vector = record.vector[DENSE] if with_vectors and record.vector else None
+    vectors = (record.vector or {}) if with_vectors else {}  # one access: the engine converts on each
+    dense, sparse = vectors.get(DENSE), vectors.get(SPARSE)
     return Scored(passage_of(record.payload), float(score),
-                  np.asarray(vector, dtype=np.float32) if vector is not None else None)
+                  np.asarray(dense, dtype=np.float32) if dense is not None else None,
+                  frozenset(sparse.indices) if sparse is not None else None)
 
 
 def scroll_pages(next_page: Callable[[Any, int], tuple[list[Any], Any]], limit: int | None,

@@ -167,7 +167,7 @@ class Coral:
                     break
                 query_lang = question.lang if query == question.text else detect.detect(query)[0]
                 last = self._retrieve(query, query_lang, plan["corpora"], plan.get("countries") or [fixed_country],
-                                      number, kb, options.per_round_k, trace, search)
+                                      number, kb, options.per_round_k, trace, search, query != question.text)
                 entry = {"round": number, **plan, "query_used": query, "query_lang": query_lang,
                          "retrieved": [[h.passage.id, h.passage.lang, round(float(h.score), 5)] for h in last.hits]}
                 rounds.append(entry)
@@ -228,10 +228,12 @@ class Coral:
         return plan
 
     def _retrieve(self, query: str, query_lang: str | None, corpora: list[str], countries: list[str | None],
-                  number: int, kb: KnowledgeBase, k: int, trace: Trace, search: SearchPaths) -> Ranking:
+                  number: int, kb: KnowledgeBase, k: int, trace: Trace, search: SearchPaths,
+                  rewritten: bool = False) -> Ranking:
         """One path per selected country (one path when the scope is fixed), merged as configured."""
         requests = [SearchRequest(query, kb.name, query_lang, PassageFilter(country=country, langs=tuple(corpora)),
-                                  f"coral:r{number}" + (f":{country}" if len(countries) > 1 else ""))
+                                  f"coral:r{number}" + (f":{country}" if len(countries) > 1 else ""),
+                                  origin="generated" if rewritten else "as_written")
                     for country in dict.fromkeys(countries)]
         merged = search(requests, trace)
         return replace(merged, hits=merged.hits[:k])

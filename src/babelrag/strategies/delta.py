@@ -149,4 +149,4 @@ class Delta:
             fused = fuse_query(q_glob, question.text, lang, cue, bundle, anchor_lang, options)
             step.update(q_glob=q_glob, cue=cue.model_dump() if cue else None,
                         bundle=bundle.model_dump() if bundle else None, fused=fused.text, **fused.counts)
-        return [SearchRequest(fused.text, kb.name, lang, flt, self.name, segments=fused.segments)]
+        return [SearchRequest(fused.text, kb.name, lang, flt, self.name, segments=fused.segments, origin="generated")]

@@ -42,4 +42,4 @@ class HyDE:
             trace.fail("hyde", "empty passage", "hyde path dropped")
             return []
         return [SearchRequest(completion.text.strip(), kb.name, lang, path_filter(question, config, kb), self.name,
-                              rerank_text=question.text)]
+                              rerank_text=question.text, origin="generated")]

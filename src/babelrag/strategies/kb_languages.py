@@ -43,7 +43,8 @@ class KBLanguages:
             if text is None or text in seen:  # two languages, one text: a second path cannot change a max-merge
                 continue
             seen.add(text)
-            requests.append(SearchRequest(text, kb.name, target, flt, f"kb:{target}"))
+            requests.append(SearchRequest(text, kb.name, target, flt, f"kb:{target}",
+                                          origin="as_written" if text == question.text else "translated"))
         if result.failed and question.text not in seen:  # a lost translation: the question as written stands in
             requests.append(SearchRequest(question.text, kb.name, question.lang, flt, "as_written"))
         return requests

@@ -30,4 +30,5 @@ class Pivot:
                 record["failed"] = str(error)
                 return []
             record["text"] = text
-        return [SearchRequest(text, kb.name, config.pivot, path_filter(question, config, kb), f"pivot:{config.pivot}")]
+        return [SearchRequest(text, kb.name, config.pivot, path_filter(question, config, kb), f"pivot:{config.pivot}",
+                              origin="as_written" if text == question.text else "translated")]

@@ -1,0 +1,126 @@
+"""``strategy=tuned``: the retrieval profile ``babelrag tune`` fitted for this KB, applied per question.
+
+A profile maps each (country × question language) cell to one of a few measured options — the
+question as written alone, or with the KB-language translations, the pivot translation or a HyDE
+passage beside it — with its own threshold on the learned relevance scale. Cells with too few dev
+questions inherit their KB's rule, and KBs the global one (the profile says which rule fired and
+the trace records it). It does not plan paths itself: it resolves the question's configuration,
+and the search runs that configuration's strategy.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from babelrag.config import SearchConfig, make_config
+from babelrag.errors import ConfigError, IndexMismatch
+from babelrag.types import Question
+
+if TYPE_CHECKING:
+    from babelrag.kb import KnowledgeBase
+
+FORMAT = 1
+ANY = "*"  # a question without a country
+# What a cell may choose from: each option is config overrides; LLM calls are what it costs per question.
+OPTIONS: dict[str, dict[str, Any]] = {
+    "as_written": {"strategy": "as_written", "extra_paths": []},
+    "as_written+kb_languages": {"strategy": "kb_languages", "extra_paths": ["as_written"]},
+    "as_written+pivot": {"strategy": "pivot", "lang_scope": "all", "extra_paths": ["as_written"]},
+    "as_written+hyde": {"strategy": "as_written", "extra_paths": ["hyde"]},
+    "kb_languages": {"strategy": "kb_languages", "extra_paths": []},
+}
+
+
+class CellRule(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    option: str
+    threshold: float | None = None
+    k: int | None = Field(None, ge=1)
+    source: Literal["cell", "kb", "global"] = "cell"
+    n_dev: int = 0
+    measured: dict[str, float] = Field(default_factory=dict)  # the (shrunk) dev objective of each option
+
+
+class Profile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    format: int = FORMAT
+    kb: str
+    kb_created_at: str | None = None
+    embedder: str
+    relevance: dict[str, Any] = Field(default_factory=dict)  # what the model is (name, fitted on, variant)
+    model: dict[str, Any] | None = None  # the relevance model itself (rerank: learned reads it)
+    objective: str = "mrr"
+    budget: dict[str, Any] = Field(default_factory=dict)
+    options: dict[str, dict[str, Any]] = Field(default_factory=lambda: dict(OPTIONS))
+    global_rule: CellRule
+    kbs: dict[str, CellRule] = Field(default_factory=dict)  # by country (ANY: no country)
+    cells: dict[str, CellRule] = Field(default_factory=dict)  # by "country|lang"
+
+    def rule_for(self, country: str | None, lang: str | None) -> tuple[str, CellRule]:
+        """The most specific rule the profile holds for this cell, and the key it was found under."""
+        country = country or ANY
+        key = f"{country}|{lang}"
+        if key in self.cells:
+            return key, self.cells[key]
+        if country in self.kbs:
+            return country, self.kbs[country]
+        return "global", self.global_rule
+
+    def check(self, kb: KnowledgeBase) -> None:
+        """Refused like a mismatched index: another KB, another build of it, or another embedder."""
+        found = [(name, mine, theirs) for name, mine, theirs in (
+            ("profile kb", self.kb, kb.name), ("profile kb build", self.kb_created_at, kb.manifest.get("created_at")),
+            ("profile embedder", self.embedder, kb.embedder.fingerprint())) if mine != theirs]
+        if found:
+            raise IndexMismatch(kb.name, found)
+
+
+def load_profile(kb: KnowledgeBase, path: str | None = None) -> Profile:
+    """From ``path`` (a YAML or JSON file, or a folder holding ``<kb>.yaml``) or the profile stored with
+    the KB; checked against the KB."""
+    try:
+        if path:
+            file = Path(path) / f"{kb.name}.yaml" if Path(path).is_dir() else Path(path)
+            raw = yaml.safe_load(file.read_text(encoding="utf-8"))
+        elif kb.manifest.get("profile"):
+            raw = kb.manifest["profile"]
+        else:
+            raise ConfigError(f"strategy tuned: knowledge base '{kb.name}' has no tuned profile; run "
+                              f"`babelrag tune --kb {kb.name} --golden GOLDEN.jsonl` first")
+        profile = Profile.model_validate(raw)
+    except OSError as error:
+        raise ConfigError(f"profile: cannot read {path}: {error.strerror}") from error
+    except (yaml.YAMLError, ValidationError) as error:
+        raise ConfigError(f"profile {path or '(stored with the KB)'}: not a babelrag profile ({error})") from error
+    profile.check(kb)
+    return profile
+
+
+class Tuned:
+    name = "tuned"
+
+    def __init__(self) -> None:
+        self._profiles: dict[tuple[str, str | None], Profile] = {}  # read and checked once per searcher
+
+    def resolve(self, question: Question, kb: KnowledgeBase, config: SearchConfig) -> tuple[SearchConfig, dict[str, Any]]:
+        """The configuration this question's cell was tuned to, and which rule said so."""
+        key = (kb.name, config.profile)
+        if key not in self._profiles:
+            self._profiles[key] = load_profile(kb, config.profile)
+        profile = self._profiles[key]
+        key, rule = profile.rule_for(question.country if config.country_filter else None, question.lang)
+        if rule.option not in profile.options:
+            raise ConfigError(f"profile: rule {key} names option '{rule.option}', which the profile does not define")
+        values = config.model_dump(mode="json")
+        values.update(profile.options[rule.option], threshold=rule.threshold)
+        if rule.k is not None:
+            values["k"] = min(config.k, rule.k)
+        return make_config(values), {"rule": key, "source": rule.source, "option": rule.option,
+                                     "threshold": rule.threshold, "k": values["k"]}
+
+

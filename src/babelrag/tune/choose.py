@@ -1,0 +1,120 @@
+"""Choosing each cell's option and threshold from measured dev results, with shrinkage.
+
+A cell (country × question language) with few dev questions would pick whatever got lucky, so every
+choice is made on shrunk means: a cell's mean is pulled toward its KB's (country's) with the
+weight of ``prior`` questions, and a KB's toward the global mean the same way. Only cells with at
+least ``cell_min`` dev questions get a rule of their own; the others use their KB's rule (or the
+global one). Options whose measured LLM calls per question exceed the budget are never chosen, and
+ties go to the cheaper option — so a cell where translation does not measurably help makes no call.
+Options are compared on the same questions: when some were measured on a sample only (they call a
+model), every option's objective is taken on the questions all of them answered.
+
+The threshold of a rule is the largest τ that keeps the dev Recall@k loss of its questions within
+the budget (``calibrate_threshold``) — but only from ``tau_min`` dev questions up: below that a rule
+inherits its parent's τ. (With n questions all kept, a new question's gold falls below their lowest
+score with probability 1/(n+1); 50 keeps that expected loss near 2 points.)
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from babelrag.evaluate.calibrate import calibrate_threshold
+from babelrag.strategies.tuned import ANY, CellRule
+
+GLOBAL = "global"
+
+
+@dataclass(frozen=True)
+class DevRow:
+    """One dev question under one option: its objective, its cost, and its evidence for τ."""
+
+    question: str
+    country: str | None
+    lang: str
+    objective: float
+    llm_calls: float
+    row: Mapping[str, Any]  # the run row: evidence (doc_id, score) and gold_pages, for thresholds
+
+    @property
+    def kb(self) -> str:
+        return self.country or ANY
+
+    @property
+    def cell(self) -> str:
+        return f"{self.kb}|{self.lang}"
+
+
+def _shrink(total: float, n: int, parent: float, prior: float) -> float:
+    return (total + prior * parent) / (n + prior)
+
+
+def shrunk_objectives(rows: Sequence[DevRow], prior: float) -> dict[str, float]:
+    """The option's shrunk mean objective at every scope: ``global``, each KB, each cell."""
+    out = {GLOBAL: float(np.mean([r.objective for r in rows]))}
+    by_kb: dict[str, list[DevRow]] = defaultdict(list)
+    for r in rows:
+        by_kb[r.kb].append(r)
+    for kb, members in by_kb.items():
+        out[kb] = _shrink(sum(m.objective for m in members), len(members), out[GLOBAL], prior)
+        by_cell: dict[str, list[DevRow]] = defaultdict(list)
+        for m in members:
+            by_cell[m.cell].append(m)
+        for cell, cell_rows in by_cell.items():
+            out[cell] = _shrink(sum(m.objective for m in cell_rows), len(cell_rows), out[kb], prior)
+    return out
+
+
+def _tau(rows: Sequence[DevRow], budget: float, k: int) -> float:
+    calibration = calibrate_threshold([r.row for r in rows], budget=budget, k=k, split=None, allow_all=True)
+    return max(float(calibration["threshold"]), 1e-6)  # -inf (no cut keeps the budget): the floor
+
+
+def choose(results: Mapping[str, Sequence[DevRow]], costs: Mapping[str, float], max_llm_calls: float,
+           cell_min: int = 10, prior: float = 10.0, budget: float = 0.005, k: int = 10,
+           tau_min: int = 50) -> tuple[CellRule, dict[str, CellRule], dict[str, CellRule]]:
+    """The global rule, the rules per KB (country) and per cell, from each option's dev rows.
+    ``costs``: LLM calls per question each option was measured to make (over all dev questions)."""
+    allowed = [o for o in results if costs[o] <= max_llm_calls + 1e-9] or ["as_written"]
+    common = set.intersection(*({r.question for r in results[o]} for o in allowed))
+    paired = {o: [r for r in results[o] if r.question in common] for o in allowed}
+    shrunk = {o: shrunk_objectives(paired[o], prior) for o in allowed}
+    raw = {o: shrunk_objectives(paired[o], 0.0) for o in allowed}
+    order = sorted(allowed, key=lambda o: (costs[o], o != "as_written"))  # cheaper first: ties go to it
+
+    def best(scope: str) -> str:
+        """The best shrunk objective; a costlier option also needs the scope's own questions to show a gain
+        over the cheapest one (a cell where translation never helped pays for no call)."""
+        chosen, cheapest = order[0], order[0]
+        for option in order[1:]:
+            if shrunk[option].get(scope, float("-inf")) > shrunk[chosen].get(scope, float("-inf")) and \
+                    raw[option].get(scope, float("-inf")) > raw[cheapest].get(scope, float("-inf")):
+                chosen = option
+        return chosen
+
+    reference = paired[allowed[0]]
+    counts_kb = defaultdict(int)
+    counts_cell = defaultdict(int)
+    for r in reference:
+        counts_kb[r.kb] += 1
+        counts_cell[r.cell] += 1
+
+    def rule(scope: str, option: str, source: str, n: int, parent_tau: float | None) -> CellRule:
+        members = [r for r in results[option] if scope == GLOBAL or r.kb == scope or r.cell == scope]
+        tau = _tau(members, budget, k) if members and (parent_tau is None or len(members) >= tau_min) else parent_tau
+        return CellRule(option=option, threshold=None if tau is None else round(tau, 6), source=source, n_dev=n,
+                        measured={o: round(shrunk[o].get(scope, float("nan")), 4) for o in allowed})
+
+    global_rule = rule(GLOBAL, best(GLOBAL), "global", len(reference), None)
+    kbs = {kb: rule(kb, best(kb), "kb", n, global_rule.threshold)
+           for kb, n in sorted(counts_kb.items()) if n >= cell_min}
+    cells = {}
+    for cell, n in sorted(counts_cell.items()):
+        if n >= cell_min:
+            parent = kbs.get(cell.split("|")[0], global_rule)
+            cells[cell] = rule(cell, best(cell), "cell", n, parent.threshold)
+    return global_rule, kbs, cells

@@ -1,0 +1,177 @@
+"""``babelrag tune``: fit a KB's relevance model and per-cell profile on its golden dev questions.
+
+1. The KB's questions (by ``index``/``kb``), checked: known languages, countries the KB holds, enough
+   dev questions to fit (``min_dev``).
+2. The relevance model: dev candidates (``training.py``), feature set chosen by grouped CV (``fitting.py``).
+3. Each option (``strategies/tuned.py``) searched on every dev question with that model, within the
+   LLM-call budget; per cell the option and τ chosen with shrinkage (``choose.py``).
+4. Model and profile stored with the KB (its manifest) — written only at the end, so a failure
+   changes nothing — and, if asked, to a profile file.
+The test split is never read here: score it with ``eval --preset tuned --split test`` or the bench.
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from babelrag.config import make_config, preset_config
+from babelrag.errors import ConfigError, InputError
+from babelrag.evaluate.golden import GoldenQuestion, sample_per_cell
+from babelrag.evaluate.runs import question_row
+from babelrag.kb import KnowledgeBase
+from babelrag.lang.languages import NAMES
+from babelrag.progress import progress
+from babelrag.relevance.model import RelevanceModel, default_model, describe, model_for
+from babelrag.retrieve.pipeline import Searcher
+from babelrag.strategies.tuned import ANY, OPTIONS, Profile
+from babelrag.tune.choose import DevRow, choose
+from babelrag.tune.fitting import fit_selected
+from babelrag.tune.training import collect
+
+Objective = Literal["mrr", "recall@10"]
+FULL_MODEL_QUESTIONS = 30  # dev questions the every-feature relevance model needs to be a candidate
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    objective: Objective = "mrr"
+    max_llm_calls: float = 0.0  # per question; 0: only options that call no model
+    max_docs: int | None = None  # cap on passages passed (k)
+    recall_loss: float = 0.005  # τ may cost at most this much dev Recall@k
+    min_dev: int = 10  # dev questions needed to tune at all (the full relevance model needs 30)
+    cell_min: int = 10  # dev questions a cell needs for a rule of its own
+    prior: float = 10.0  # shrinkage weight, in questions
+    llm: str | None = None
+    fit_model: bool = True  # False: keep the KB's current model (or the shipped default)
+    dev_share: float | None = None  # no split in the golden set: hash this share of questions into dev
+    store_with_kb: bool = True  # False: leave the KB as it was (the bench keeps profiles in files)
+    llm_per_cell: int | None = None  # options that call a model: measured on this many dev questions per cell
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    profile: Profile
+    model: RelevanceModel
+    fit: dict[str, Any]
+    dev: int
+    options: dict[str, dict[str, float]] = field(default_factory=dict)  # option → dev objective, LLM calls
+
+
+def questions_for(kb: KnowledgeBase, golden: Sequence[GoldenQuestion]) -> list[GoldenQuestion]:
+    """The questions naming this KB, checked against what it holds."""
+    mine = [q for q in golden if (q.index or q.kb) == kb.name]
+    if not mine:
+        named = sorted({q.index or q.kb for q in golden})
+        raise ConfigError(f"tune: the golden set names no question for knowledge base '{kb.name}' (it names "
+                          f"{', '.join(named[:8])}{' …' if len(named) > 8 else ''}); set each question's kb or index")
+    countries = set((kb.manifest.get("languages") or {}).get("countries", {}))
+    for q in mine:
+        if q.lang not in NAMES:
+            raise InputError("golden set", None, f"question '{q.id}': unknown language '{q.lang}'", field="lang")
+        if q.country and q.country not in countries:
+            raise InputError("golden set", None, f"question '{q.id}': country '{q.country}' is not in knowledge base "
+                                                 f"'{kb.name}' (it has {', '.join(sorted(countries)) or 'none'})",
+                             field="country")
+    return mine
+
+
+def dev_split(questions: Sequence[GoldenQuestion], dev_share: float | None) -> list[GoldenQuestion]:
+    dev = [q for q in questions if q.tags.get("split") == "dev"]
+    if dev or dev_share is None:
+        if not dev:
+            raise ConfigError("tune: no question is tagged split=dev; tuning on the questions it is scored on would "
+                              "be leakage. Tag a dev split in the golden set, or pass --dev-share 0.3 to hash one")
+        return dev
+    by_hash = [q for q in questions
+               if int(hashlib.sha256(q.tags.get("qid", q.id).encode()).hexdigest()[:8], 16) / 0xFFFFFFFF < dev_share]
+    return by_hash
+
+
+def _measure(kb: KnowledgeBase, option: str, dev: Sequence[GoldenQuestion], options: TuneOptions) -> list[DevRow]:
+    config = make_config({**preset_config("+country").model_dump(mode="json"), **OPTIONS[option], "threshold": None,
+                          **({"k": options.max_docs} if options.max_docs else {}),
+                          **({"llm": options.llm} if options.llm else {})})
+    searcher = Searcher(kb, config)
+    rows = []
+    with progress(f"tune: {option}", len(dev)) as advance:
+        for q in dev:
+            result = searcher.search(q.as_question())
+            row = question_row(q, result, result.trace, 0.0)
+            rows.append(DevRow(q.id, q.country, q.lang, row[options.objective], row["llm_calls"], row))
+            advance(1)
+    return rows
+
+
+def tune(kb: KnowledgeBase, golden: Sequence[GoldenQuestion], options: TuneOptions = TuneOptions()) -> TuneResult:
+    """Fits, measures and chooses; stores the model and profile with the KB at the very end."""
+    dev = dev_split(questions_for(kb, golden), options.dev_share)
+    before = dict(kb.manifest)  # restored after measuring; changed only by the final write
+    if len(dev) < options.min_dev:
+        raise ConfigError(f"tune: {len(dev)} dev questions for '{kb.name}'; tuning needs at least {options.min_dev} "
+                          f"(and {FULL_MODEL_QUESTIONS} to fit every feature of the relevance model): tag more "
+                          f"questions split=dev")
+    if options.fit_model:
+        candidates = collect(kb, dev, preset_config("hybrid"), golden=dev)
+        model, fitted = fit_selected(candidates, {"name": f"{kb.name}-tuned", "embedder": kb.embedder.fingerprint(),
+                                                  "trained_on": f"{len(dev)} dev questions of {kb.name}",
+                                                  "questions": len(dev)}, default_model(), FULL_MODEL_QUESTIONS)
+    else:
+        model, fitted = model_for(kb.manifest), {"variant": "kept"}
+        model.check(kb.embedder.fingerprint(), kb.name)
+    try:
+        kb.manifest["profile"] = {"model": model.to_dict()}  # what `rerank: learned` reads while measuring
+        results = {"as_written": _measure(kb, "as_written", dev, options)}
+        if options.max_llm_calls > 0:
+            sampled = sample_per_cell(dev, options.llm_per_cell)
+            for option in OPTIONS:
+                if option != "as_written":
+                    results[option] = _measure(kb, option, sampled, options)
+    finally:
+        kb.manifest.clear()
+        kb.manifest.update(before)
+    costs = {o: sum(r.llm_calls for r in rows) / len(rows) for o, rows in results.items()}
+    global_rule, kbs, cells = choose(results, costs, options.max_llm_calls, options.cell_min, options.prior,
+                                     options.recall_loss, options.max_docs or 10)
+    if options.max_docs:
+        for rule in (global_rule, *kbs.values(), *cells.values()):
+            rule.k = options.max_docs
+    profile = Profile(kb=kb.name, kb_created_at=kb.manifest.get("created_at"), embedder=kb.embedder.fingerprint(),
+                      relevance=describe(model, ("variant",)), model=model.to_dict(), objective=options.objective,
+                      budget={"max_llm_calls": options.max_llm_calls, "max_docs": options.max_docs,
+                              "recall_loss": options.recall_loss, "cell_min": options.cell_min,
+                              "prior": options.prior, "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S")},
+                      options={o: OPTIONS[o] for o in results}, global_rule=global_rule, kbs=kbs, cells=cells)
+    if options.store_with_kb:
+        kb.manifest.update(profile=profile.model_dump(mode="json"), relevance=describe(model, ("variant",)))
+        kb.collection.write_manifest(kb.manifest)
+    measured = {o: {options.objective: sum(r.objective for r in rows) / len(rows), "llm_calls": costs[o]}
+                for o, rows in results.items()}
+    return TuneResult(profile, model, fitted, len(dev), measured)
+
+
+def write_profile(profile: Profile, path: Path) -> None:
+    path.write_text(yaml.safe_dump(profile.model_dump(mode="json"), sort_keys=False, allow_unicode=True),
+                    encoding="utf-8")
+
+
+def summary_lines(result: TuneResult) -> list[str]:
+    """The profile as a person reads it: which rule each cell got, from how much evidence."""
+    profile = result.profile
+    lines = [f"# tuned profile: {profile.kb}", "",
+             f"Relevance model: {result.fit.get('variant')} (cross-validated MRR on dev: "
+             f"{result.fit.get('cv_mrr', '–')}), fitted on {result.dev} dev questions.", "",
+             f"Options measured on dev ({profile.objective}, LLM calls per question): " +
+             ", ".join(f"{o} {m[profile.objective]:.3f} / {m['llm_calls']:.2f}" for o, m in result.options.items()), "",
+             "| rule | option | τ | k | dev questions | from |", "|---|---|---|---|---|---|"]
+    rules = [("global", profile.global_rule), *sorted(profile.kbs.items()), *sorted(profile.cells.items())]
+    for key, rule in rules:
+        lines.append(f"| {key.replace(ANY, 'no country')} | {rule.option} | "
+                     f"{'–' if rule.threshold is None else f'{rule.threshold:.4f}'} | {rule.k or '–'} | {rule.n_dev} | "
+                     f"{rule.source} |")
+    return lines

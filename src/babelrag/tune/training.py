@@ -1,0 +1,86 @@
+"""Training candidates for the relevance model: every candidate each path retrieved for a golden
+question, described by its features and labelled by whether its page is gold.
+
+Paths per question: the question as written, and — standing in for translated paths without
+spending a model call — the same question's versions in other languages from the golden set
+itself (XQuAD's professional translations share a ``qid`` tag), searched as translated paths.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from babelrag.config import SearchConfig
+from babelrag.evaluate.golden import GoldenQuestion
+from babelrag.kb import KnowledgeBase
+from babelrag.progress import progress
+from babelrag.relevance.features import FEATURES, feature_matrix
+from babelrag.relevance.learned import query_terms
+from babelrag.retrieve.search import retrieve
+from babelrag.strategies.scope import path_filter
+from babelrag.types import SearchRequest, Trace
+
+
+@dataclass(frozen=True)
+class Candidates:
+    rows: np.ndarray  # one row per (question, path, candidate), columns ``FEATURES``
+    labels: np.ndarray  # 1 when the candidate's page is gold
+    question: np.ndarray  # the row's question, an index into ``ids``
+    path: np.ndarray  # the row's path within its question (0 = as written)
+    ids: list[str]
+    cells: list[tuple[str, str]]  # (kb, lang) per question
+
+    def select(self, keep: Sequence[str]) -> Candidates:
+        """Only these questions' rows (the dev split, a fold)."""
+        wanted = {qid for qid in keep}
+        mask = np.array([self.ids[q] in wanted for q in self.question], dtype=bool)
+        return replace(self, rows=self.rows[mask], labels=self.labels[mask], question=self.question[mask],
+                       path=self.path[mask])
+
+
+def _twins(golden: Sequence[GoldenQuestion]) -> dict[tuple[str, str], list[GoldenQuestion]]:
+    by_qid: dict[tuple[str, str], list[GoldenQuestion]] = {}
+    for q in golden:
+        if q.tags.get("qid"):
+            by_qid.setdefault((q.kb, q.tags["qid"]), []).append(q)
+    return by_qid
+
+
+def requests_for(question: GoldenQuestion, kb: KnowledgeBase, config: SearchConfig,
+                 twins: Sequence[GoldenQuestion]) -> list[SearchRequest]:
+    """The question as written, then its other-language versions as translated paths (same filter)."""
+    asked = question.as_question()
+    flt = path_filter(asked, config, kb)
+    requests = [SearchRequest(question.question, kb.name, question.lang, flt, "as_written")]
+    requests += [SearchRequest(t.question, kb.name, t.lang, flt, f"kb:{t.lang}", origin="translated")
+                 for t in twins if t.lang != question.lang]
+    return requests
+
+
+def collect(kb: KnowledgeBase, questions: Sequence[GoldenQuestion], config: SearchConfig,
+            golden: Sequence[GoldenQuestion] = (), translated_paths: bool = True) -> Candidates:
+    """``golden``: where to look for each question's other-language versions (default: ``questions``)."""
+    twins = _twins(golden or questions) if translated_paths else {}
+    rows, labels, owner, paths = [], [], [], []
+    with progress("relevance candidates", len(questions)) as advance:
+        for index, question in enumerate(questions):
+            gold = set(question.gold_pages)
+            versions = twins.get((question.kb, question.tags.get("qid", "")), [])
+            for number, request in enumerate(requests_for(question, kb, config, versions)):
+                ranking = retrieve(kb, request, config, Trace(), with_vectors=True)
+                if not ranking.hits:
+                    continue
+                matrix = feature_matrix(ranking.hits, request, kb.query_vector(request.text),
+                                        query_terms(request.text, request))
+                rows.append(matrix)
+                labels.append(np.array([float(h.passage.doc_id in gold) for h in ranking.hits]))
+                owner.append(np.full(len(ranking.hits), index))
+                paths.append(np.full(len(ranking.hits), number))
+            advance(1)
+    empty = np.zeros((0, len(FEATURES)))
+    return Candidates(np.vstack(rows) if rows else empty, np.concatenate(labels) if labels else np.zeros(0),
+                      np.concatenate(owner) if owner else np.zeros(0, dtype=int),
+                      np.concatenate(paths) if paths else np.zeros(0, dtype=int),
+                      [q.id for q in questions], [(q.kb, q.lang) for q in questions])

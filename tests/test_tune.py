@@ -1,0 +1,197 @@
+"""The learned relevance stage and `babelrag tune`: features, the calibrated model, per-cell choice with
+shrinkage and budgets, profiles refused for another KB or embedder, and the whole tune → search loop on
+real XQuAD paragraphs with the real engine."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from babelrag.config import preset_config
+from babelrag.errors import ConfigError, IndexMismatch, InputError
+from babelrag.evaluate.golden import GoldenQuestion
+from babelrag.ingest.pipeline import index_sources
+from babelrag.kb import KnowledgeBase
+from babelrag.relevance.features import FEATURES, feature_matrix
+from babelrag.relevance.model import default_model, fit
+from babelrag.retrieve.pipeline import Searcher
+from babelrag.strategies.tuned import CellRule, Profile
+from babelrag.tune.choose import DevRow, choose, shrunk_objectives
+from babelrag.tune.runner import TuneOptions, tune, write_profile
+from babelrag.types import Hit, Passage, Question, SearchRequest
+
+from conftest import XQUAD_LANGS
+
+
+def hit(pid: str, lang: str, dense: float, bm25: float = 0.0, terms: tuple[int, ...] = ()) -> Hit:
+    vector = np.array([dense, np.sqrt(max(0.0, 1 - dense ** 2))], dtype=np.float32)
+    signals = {"bm25": bm25, "bm25_rank": 1.0} if bm25 else {}
+    return Hit(Passage(pid, "text " * 20, pid, lang), 0.0, "p", vector, frozenset(terms), signals)
+
+
+def test_features_describe_candidates_relative_to_their_path() -> None:
+    hits = [hit("a", "de", 0.9, 12.0, (1, 2)), hit("b", "en", 0.8), hit("c", "de", 0.7, 3.0, (2,))]
+    rows = feature_matrix(hits, SearchRequest("q", "kb", "de", origin="translated"), np.array([1.0, 0.0]),
+                          frozenset({1, 2}))
+    column = {name: rows[:, i] for i, name in enumerate(FEATURES)}
+    assert np.allclose(column["dense"], [0.9, 0.8, 0.7], atol=1e-6)
+    assert np.allclose(column["dense_gap"], [0.0, -0.1, -0.2], atol=1e-6)
+    assert np.allclose(column["bm25_norm"], [1.0, 0.0, 0.25]) and list(column["bm25_hit"]) == [1, 0, 1]
+    assert list(column["coverage"]) == [1.0, 0.0, 0.5] and list(column["same_lang"]) == [1, 0, 1]
+    assert list(column["same_script"]) == [1, 1, 1] and set(column["translated"]) == {1.0}
+    assert list(column["dense_rank"]) == pytest.approx(np.log([1, 2, 3]))
+
+
+def test_the_model_is_a_calibrated_probability() -> None:
+    """Fitted on candidates where relevance rises with one feature: predictions match the rates seen."""
+    rng = np.random.default_rng(0)
+    rows = rng.normal(size=(20000, len(FEATURES)))
+    truth = 1 / (1 + np.exp(-(2.0 * rows[:, 0] - 1.0)))
+    labels = (rng.random(20000) < truth).astype(float)
+    model = fit(rows, labels, {"name": "t", "embedder": "e"})
+    predicted = model.predict(rows)
+    for low in (0.1, 0.3, 0.5, 0.7):
+        band = (predicted >= low) & (predicted < low + 0.2)
+        assert abs(labels[band].mean() - predicted[band].mean()) < 0.03  # reliability within 3 points
+    again = type(model).from_dict(json.loads(json.dumps(model.to_dict())))
+    assert np.allclose(again.predict(rows[:50]), predicted[:50])
+
+
+def test_the_shipped_model_is_documented_and_refuses_another_embedder() -> None:
+    model = default_model()
+    assert model.meta["trained_on"].startswith("the shipped data's dev split") and model.meta["questions"] > 100
+    assert set(model.features) <= set(FEATURES)
+    with pytest.raises(IndexMismatch, match="relevance model embedder"):
+        model.check("another-embedder", "kb")
+
+
+def rows(option: str, cells: dict[str, tuple[int, float, float]]) -> list[DevRow]:
+    """``cells``: "COUNTRY|lang" → (questions, objective, llm calls)."""
+    out = []
+    for cell, (n, objective, calls) in cells.items():
+        country, lang = cell.split("|")
+        out += [DevRow(f"{cell}:{i}", country, lang, objective, calls,
+                       {"evidence": [{"doc_id": "g", "score": 0.9}], "gold_pages": ["g"]}) for i in range(n)]
+    return out
+
+
+def test_cells_choose_what_their_shrunk_dev_results_favour_within_the_budget() -> None:
+    plain = rows("as_written", {"SE|sv": (20, 0.5, 0), "SE|en": (20, 0.9, 0), "SE|id": (3, 0.5, 0)})
+    translated = rows("kb", {"SE|sv": (20, 0.8, 1), "SE|en": (20, 0.9, 1), "SE|id": (3, 1.0, 1)})
+    results = {"as_written": plain, "as_written+kb_languages": translated}
+    costs = {"as_written": 0.0, "as_written+kb_languages": 1.0}
+    global_rule, kbs, cells = choose(results, costs, max_llm_calls=1.0, cell_min=10)
+    assert cells["SE|sv"].option == "as_written+kb_languages"  # translation measurably helps here
+    assert cells["SE|en"].option == "as_written"  # a tie: no LLM call where translation never helps
+    assert "SE|id" not in cells and kbs["SE"].option == "as_written+kb_languages"  # 3 questions: the KB's rule
+    assert cells["SE|sv"].n_dev == 20 and cells["SE|sv"].source == "cell"
+    _, _, no_budget = choose(results, costs, max_llm_calls=0.0, cell_min=10)
+    assert {rule.option for rule in no_budget.values()} == {"as_written"}
+
+
+def test_shrinkage_pulls_small_cells_toward_their_kb() -> None:
+    members = rows("o", {"SE|sv": (2, 1.0, 0), "SE|en": (40, 0.5, 0)})
+    shrunk = shrunk_objectives(members, prior=10.0)
+    assert shrunk["SE|sv"] < 0.7  # two lucky questions are not evidence of a 1.0 cell
+    assert abs(shrunk["SE|en"] - 0.5) < 0.02
+
+
+def test_thresholds_keep_the_dev_recall_and_need_enough_questions_of_their_own() -> None:
+    def dev(cell: str, gold_scores: list[float]) -> list[DevRow]:
+        country, lang = cell.split("|")
+        return [DevRow(f"{cell}:{i}", country, lang, 1.0, 0.0,
+                       {"evidence": [{"doc_id": "x", "score": 0.95}, {"doc_id": "g", "score": s},
+                                     {"doc_id": "y", "score": 0.01}], "gold_pages": ["g"]})
+                for i, s in enumerate(gold_scores)]
+    results = {"as_written": dev("SE|sv", [0.6] * 60) + dev("SE|en", [0.2] * 20)}
+    global_rule, kbs, cells = choose(results, {"as_written": 0.0}, 0.0, cell_min=10, tau_min=50)
+    assert global_rule.threshold <= 0.2 + 1e-9  # keeps every gold passage of the whole dev set
+    assert cells["SE|sv"].threshold == pytest.approx(0.6)  # 60 questions: a threshold of its own
+    assert cells["SE|en"].threshold == kbs["SE"].threshold == pytest.approx(0.2)  # 20: its KB's
+
+
+def profile_for(kb: KnowledgeBase, **changes) -> Profile:
+    return Profile(kb=kb.name, kb_created_at=kb.manifest["created_at"], embedder=kb.embedder.fingerprint(),
+                   global_rule=CellRule(option="as_written", threshold=0.01),
+                   cells={"*|de": CellRule(option="as_written", threshold=0.5, k=3, n_dev=12)}, **changes)
+
+
+@pytest.fixture(scope="module")
+def tuned_kb(tmp_path_factory: pytest.TempPathFactory, small_xquad: list[Path]):
+    """The small real XQuAD KB in its own store (tuning writes its manifest)."""
+    store = str(tmp_path_factory.mktemp("tune_store"))
+    index_sources("xt", [str(p) for p in small_xquad], store)
+    return store
+
+
+def test_tuned_search_applies_the_cell_rule_and_records_it(tuned_kb: str, tmp_path: Path) -> None:
+    with KnowledgeBase.open("xt", tuned_kb) as kb:
+        write_profile(profile_for(kb), tmp_path / "xt.yaml")
+        config = preset_config("tuned", {"profile": str(tmp_path)})
+        german = Searcher(kb, config).search(Question("Wer hat den Super Bowl 50 gewonnen?", lang="de"))
+        resolve = next(s for s in german.trace.steps if s.stage == "resolve")
+        assert resolve.data == {"rule": "*|de", "source": "cell", "option": "as_written", "threshold": 0.5, "k": 3}
+        assert german.passed <= 3 and all(h.score >= 0.5 for h in german.evidence.hits)
+        english = Searcher(kb, config).search(Question("Who won Super Bowl 50?", lang="en"))
+        assert next(s for s in english.trace.steps if s.stage == "resolve").data["rule"] == "global"
+        assert english.passed == 10
+
+
+def test_a_profile_for_another_kb_or_embedder_is_refused(tuned_kb: str, tmp_path: Path) -> None:
+    with KnowledgeBase.open("xt", tuned_kb) as kb:
+        for changes, field in (({"kb": "other"}, "profile kb"), ({"embedder": "another"}, "profile embedder")):
+            write_profile(profile_for(kb).model_copy(update=changes), tmp_path / "xt.yaml")
+            with pytest.raises(IndexMismatch, match=field):
+                Searcher(kb, preset_config("tuned", {"profile": str(tmp_path / "xt.yaml")})).search("Wer?")
+        with pytest.raises(ConfigError, match="has no tuned profile; run `babelrag tune"):
+            Searcher(kb, preset_config("tuned")).search("Wer?")
+
+
+def golden_for(small_xquad: list[Path], kb: str) -> list[GoldenQuestion]:
+    from babelrag.bench.squad import load_squad_folder
+
+    corpus = load_squad_folder(small_xquad[0].parent)
+    return [GoldenQuestion(id=f"{q.lang}:{q.qid}", question=q.text, lang=q.lang, kb=kb, gold_pages=(q.page,),
+                           tags={"qid": q.qid, "split": "dev" if int(q.qid[-2:], 16) % 2 else "test"})
+            for q in corpus.questions]
+
+
+def test_tune_refuses_bad_golden_sets_clearly(tuned_kb: str, small_xquad: list[Path]) -> None:
+    golden = golden_for(small_xquad, "xt")
+    with KnowledgeBase.open("xt", tuned_kb) as kb:
+        with pytest.raises(ConfigError, match="names no question for knowledge base 'xt'"):
+            tune(kb, [q.model_copy(update={"kb": "elsewhere"}) for q in golden])
+        with pytest.raises(InputError, match="unknown language 'xx'"):
+            tune(kb, [golden[0].model_copy(update={"lang": "xx"})])
+        with pytest.raises(InputError, match="country 'ZZ' is not in knowledge base 'xt'"):
+            tune(kb, [golden[0].model_copy(update={"country": "ZZ"})])
+        few = [q for q in golden if q.tags["split"] == "dev"][:8]
+        with pytest.raises(ConfigError, match="8 dev questions for 'xt'; tuning needs at least 10"):
+            tune(kb, few)
+        with pytest.raises(ConfigError, match="no question is tagged split=dev"):
+            tune(kb, [q.model_copy(update={"tags": {}}) for q in golden])
+
+
+@pytest.mark.slow
+def test_tune_fits_stores_and_serves_the_profile(tuned_kb: str, small_xquad: list[Path]) -> None:
+    golden = golden_for(small_xquad, "xt")
+    with KnowledgeBase.open("xt", tuned_kb) as kb:
+        result = tune(kb, golden, TuneOptions(cell_min=20))
+        dev = sum(q.tags["split"] == "dev" for q in golden)
+        assert result.dev == dev and set(result.fit["cv_mrr"]) == {"full", "hybrid", "shipped"}
+        scores = result.fit["cv_mrr"]
+        assert scores[result.fit["variant"]] == max(scores.values())  # the best held-out dev MRR was kept
+        assert set(result.options) == {"as_written"}  # no LLM budget: nothing that calls a model is tried
+        stored = kb.manifest["profile"]
+        if result.fit["variant"] != "shipped":
+            assert stored["model"]["meta"]["trained_on"] == f"{dev} dev questions of xt"
+        assert {key.split("|")[1] for key in stored["cells"]} <= set(XQUAD_LANGS)
+    with KnowledgeBase.open("xt", tuned_kb) as kb:  # stored: a new process finds it
+        name = kb.manifest["relevance"]["name"]
+        assert name == ("default" if result.fit["variant"] == "shipped" else "xt-tuned")
+        searcher = Searcher(kb, preset_config("tuned"))
+        result = searcher.search(Question("Wer hat den Super Bowl 50 gewonnen?", lang="de"))
+        assert result.evidence.scorer == f"learned:{name}" and result.evidence.hits
+        assert 0.0 <= result.evidence.hits[0].score <= 1.0
