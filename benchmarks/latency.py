@@ -38,7 +38,8 @@ from babelrag.store.base import open_store  # noqa: E402
 from babelrag.store.schema import CollectionSpec, StoredPoint  # noqa: E402
 from babelrag.types import Passage, Question  # noqa: E402
 
-MODES = {"keyword": "keyword", "vector": "vector", "hybrid (zscore)": "hybrid", "hybrid + dense rerank": "hybrid+rerank"}
+MODES = {"keyword": "keyword", "vector": "vector", "hybrid (zscore)": "hybrid", "hybrid + dense-resort": "dense-resort",
+         "hybrid + learned rerank": "learned"}
 SYNTHETIC = "synthetic-100k"
 
 

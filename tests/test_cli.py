@@ -55,3 +55,24 @@ def test_errors_exit_non_zero_with_a_located_message(tmp_path: Path) -> None:
     assert unknown.returncode != 0
     absent = babelrag("index", str(tmp_path / "absent.jsonl"), "--kb", "demo", store=store)
     assert absent.returncode == 1 and "file not found" in absent.stderr
+
+
+def test_search_with_translation_paths_answers_with_warnings_not_errors(tmp_path: Path) -> None:
+    """The chat preset on a Greek question (the 0.5B translator loops or copies its prompt's example for
+    it): results, with any failed translation reported as a warning in the JSON and on stderr."""
+    from conftest import need_llm, small_squad
+
+    llm = need_llm()
+    store = str(tmp_path / "store")
+    files = small_squad(tmp_path / "xquad", langs=("de", "zh"))
+    assert babelrag("index", *map(str, files), "--kb", "dezh", store=store).returncode == 0
+    question = "Πόσους πόντους έδωσε η άμυνα των Panthers;"
+    found = babelrag("search", question, "--kb", "dezh", "--preset", "chat", "--llm", llm, "--query-lang", "el",
+                     "--json", store=store)
+    assert found.returncode == 0, found.stderr
+    result = json.loads(found.stdout)
+    assert result["evidence"] and result["evidence"][0]["doc_id"] == "Super_Bowl_50#0"
+    assert [f"{f['stage']} failed" for f in result["trace"]["failures"]] == [w.split(" (")[0] for w in result["warnings"]]
+    shown = babelrag("search", question, "--kb", "dezh", "--preset", "chat", "--llm", llm, "--query-lang", "el",
+                     store=store)
+    assert shown.returncode == 0 and shown.stderr.count("warning:") == len(result["warnings"])

@@ -28,6 +28,8 @@ def test_kb_languages_come_from_the_kb_side() -> None:
     assert kb_languages(MANIFEST, "US", "en") == ["en"]  # an Indonesian question still gets only English
     assert kb_languages(MANIFEST, None, "en") == ["en", "sv", "pl"]
     assert kb_languages(MANIFEST, "SE", "de") == ["sv", "en"]  # a pivot the KB lacks is never added
+    tied = {"languages": {"all": {lang: 120 for lang in ("ar", "de", "en", "th", "zh")}}}
+    assert kb_languages(tied, None, "en", prefer="th")[:2] == ["en", "th"]  # not en + ar + de for a Thai question
     overridden = {**MANIFEST, "language_overrides": {"countries": {"SE": ["sv"]}}}
     assert kb_languages(overridden, "SE", "en") == ["sv"]
 

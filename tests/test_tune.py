@@ -195,3 +195,41 @@ def test_tune_fits_stores_and_serves_the_profile(tuned_kb: str, small_xquad: lis
         result = searcher.search(Question("Wer hat den Super Bowl 50 gewonnen?", lang="de"))
         assert result.evidence.scorer == f"learned:{name}" and result.evidence.hits
         assert 0.0 <= result.evidence.hits[0].score <= 1.0
+
+
+def test_measured_kb_language_targets_reach_the_translated_paths(tuned_kb: str) -> None:
+    from babelrag.strategies.tuned import Tuned
+
+    with KnowledgeBase.open("xt", tuned_kb) as kb:
+        profile = profile_for(kb, targets={"*|th": ["zh", "en"]})
+        profile.cells["*|th"] = CellRule(option="as_written+kb_languages", threshold=None, n_dev=12)
+        kb.manifest["profile"] = profile.model_dump(mode="json")
+        try:
+            config, why = Tuned().resolve(Question("ใครชนะ", lang="th"), kb, preset_config("tuned"))
+        finally:
+            kb.manifest.pop("profile")
+    assert why["option"] == "as_written+kb_languages" and config.kb_targets == ("zh", "en")
+    assert config.strategy == "kb_languages" and config.extra_paths == ("as_written",)
+
+
+def test_page_collapse_keeps_each_page_once(tuned_kb: str) -> None:
+    """Every paragraph exists in 8 languages here: without the collapse one page fills several slots."""
+    with KnowledgeBase.open("xt", tuned_kb) as kb:
+        question = Question("Who won Super Bowl 50?", lang="en")
+        plain = Searcher(kb, preset_config("learned", {"rerank": "learned:default"})).search(question)
+        pages = Searcher(kb, preset_config("learned", {"rerank": "learned:default", "collapse": "page"})).search(question)
+    assert len(set(plain.evidence.doc_ids())) < plain.passed  # repeats without it
+    assert len(set(pages.evidence.doc_ids())) == pages.passed == 6  # the fixture's 6 pages, once each
+    first_seen = list(dict.fromkeys(plain.evidence.doc_ids()))
+    assert pages.evidence.doc_ids()[:len(first_seen)] == first_seen  # each page at its best passage's place
+
+
+def test_training_candidates_rank_path_languages_per_cell() -> None:
+    from babelrag.tune.training import Candidates
+
+    # one Thai question, three paths: th finds the gold at rank 2, zh at rank 1, en never
+    labels = np.array([0, 1, 1, 0, 0, 0, 0], dtype=float)
+    candidates = Candidates(np.zeros((7, len(FEATURES))), labels, np.zeros(7, dtype=int),
+                            np.array([0, 0, 1, 1, 2, 2, 2]), np.array(["th", "th", "zh", "zh", "en", "en", "en"], dtype=object),
+                            ["q"], [("*", "th")])
+    assert candidates.best_paths(2) == {("*", "th"): ["zh", "th"]}

@@ -8,6 +8,7 @@ from another model means something else: such a KB is refused, as a mismatched i
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -58,6 +59,11 @@ class RelevanceModel:
         if unknown := [name for name in self.features if name not in FEATURES]:
             raise IndexMismatch(kb, [("relevance model features", unknown, "not computed by this version")])
 
+    def fitted_on(self, texts: Sequence[str]) -> int:
+        """How many of these questions the model was fitted on (by the hashes it keeps of its own)."""
+        mine = set(self.meta.get("question_hashes") or ())
+        return sum(question_hash(text) in mine for text in texts)
+
     def weights(self) -> dict[str, float]:
         """Each feature's weight per standard deviation: what the model leans on."""
         return {name: round(float(w), 4) for name, w in zip(self.features, self.coef)}
@@ -77,6 +83,10 @@ class RelevanceModel:
                        float(data["intercept"]), dict(data.get("meta") or {}))
         except (KeyError, TypeError, ValueError) as error:
             raise ConfigError(f"relevance model: malformed ({error!r})") from error
+
+
+def question_hash(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
 
 
 def fit(rows: np.ndarray, labels: np.ndarray, meta: Mapping[str, Any], c: float = 1.0,

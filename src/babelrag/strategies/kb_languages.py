@@ -1,7 +1,10 @@
 """Search in the knowledge base's languages, not the user's (SPEC §3.5, the [BLOG] chat configuration).
 
 Target languages come from the KB side: the languages its passages are written in for the
-question's country (plus global passages), the pivot first, capped by ``max_paths``. The
+question's country (plus global passages), the pivot first, then the question's own language when
+the KB holds it (no translation), then by passage count, capped by ``max_paths`` — or, under a
+tuned profile, the KB languages whose paths found the gold most often for this question language
+on dev (``kb_targets``). The
 question is translated into all of them in one LLM call; each translation is a path over the
 whole KB (with the country filter), and the paths are max-merged by reranker score.
 An Indonesian question about Sweden yields en + sv paths: no page is Indonesian.
@@ -25,7 +28,8 @@ class KBLanguages:
 
     def plan(self, question: Question, kb: KnowledgeBase, config: SearchConfig, trace: Trace) -> list[SearchRequest]:
         country = question.country if config.country_filter else None
-        targets = kb_languages(kb.manifest, country, config.pivot)[:config.max_paths]
+        measured = [t for t in config.kb_targets if t in kb_languages(kb.manifest, country, config.pivot)]
+        targets = (measured or kb_languages(kb.manifest, country, config.pivot, question.lang))[:config.max_paths]
         if config.kb_paths == "pivot":
             targets = [t for t in targets if t == config.pivot] or targets[:1]
         elif config.kb_paths == "local":

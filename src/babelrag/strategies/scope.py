@@ -12,9 +12,10 @@ if TYPE_CHECKING:
     from babelrag.kb import KnowledgeBase
 
 
-def kb_languages(manifest: dict[str, Any], country: str | None, pivot: str) -> list[str]:
-    """The KB's languages for ``country`` (and its global passages), pivot first, then by passage
-    count. ``language_overrides`` in the manifest replace the computed set."""
+def kb_languages(manifest: dict[str, Any], country: str | None, pivot: str, prefer: str | None = None) -> list[str]:
+    """The KB's languages for ``country`` (and its global passages), pivot first, then ``prefer`` (the
+    question's own language: searching it costs no translation), then by passage count.
+    ``language_overrides`` in the manifest replace the computed set."""
     overrides = manifest.get("language_overrides") or {}
     declared = overrides.get("countries", {}).get(country) if country else overrides.get("all")
     if declared:
@@ -25,7 +26,7 @@ def kb_languages(manifest: dict[str, Any], country: str | None, pivot: str) -> l
         if country:
             counts.update(seen.get("global", {}))
         langs = sorted(counts, key=lambda lang: (-counts[lang], lang))
-    return list(dict.fromkeys(([pivot] if pivot in langs else []) + langs))
+    return list(dict.fromkeys(([pivot] if pivot in langs else []) + ([prefer] if prefer in langs else []) + langs))
 
 
 def own_language(manifest: dict[str, Any], question: Question, pivot: str) -> str:

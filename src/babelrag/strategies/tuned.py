@@ -60,6 +60,7 @@ class Profile(BaseModel):
     global_rule: CellRule
     kbs: dict[str, CellRule] = Field(default_factory=dict)  # by country (ANY: no country)
     cells: dict[str, CellRule] = Field(default_factory=dict)  # by "country|lang"
+    targets: dict[str, list[str]] = Field(default_factory=dict)  # by "country|lang": KB-language paths, best first
 
     def rule_for(self, country: str | None, lang: str | None) -> tuple[str, CellRule]:
         """The most specific rule the profile holds for this cell, and the key it was found under."""
@@ -118,6 +119,8 @@ class Tuned:
             raise ConfigError(f"profile: rule {key} names option '{rule.option}', which the profile does not define")
         values = config.model_dump(mode="json")
         values.update(profile.options[rule.option], threshold=rule.threshold)
+        cell = f"{question.country if config.country_filter and question.country else ANY}|{question.lang}"
+        values["kb_targets"] = profile.targets.get(cell, [])
         if rule.k is not None:
             values["k"] = min(config.k, rule.k)
         return make_config(values), {"rule": key, "source": rule.source, "option": rule.option,

@@ -11,7 +11,7 @@ model), every option's objective is taken on the questions all of them answered.
 
 The threshold of a rule is the largest τ that keeps the dev Recall@k loss of its questions within
 the budget (``calibrate_threshold``) — but only from ``tau_min`` dev questions up: below that a rule
-inherits its parent's τ. (With n questions all kept, a new question's gold falls below their lowest
+inherits its parent's τ, and a global rule no threshold at all. (With n questions all kept, a new question's gold falls below their lowest
 score with probability 1/(n+1); 50 keeps that expected loss near 2 points.)
 """
 from __future__ import annotations
@@ -105,7 +105,7 @@ def choose(results: Mapping[str, Sequence[DevRow]], costs: Mapping[str, float], 
 
     def rule(scope: str, option: str, source: str, n: int, parent_tau: float | None) -> CellRule:
         members = [r for r in results[option] if scope == GLOBAL or r.kb == scope or r.cell == scope]
-        tau = _tau(members, budget, k) if members and (parent_tau is None or len(members) >= tau_min) else parent_tau
+        tau = _tau(members, budget, k) if len(members) >= tau_min else parent_tau  # global, too few: no cut
         return CellRule(option=option, threshold=None if tau is None else round(tau, 6), source=source, n_dev=n,
                         measured={o: round(shrunk[o].get(scope, float("nan")), 4) for o in allowed})
 

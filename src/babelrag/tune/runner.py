@@ -116,11 +116,13 @@ def tune(kb: KnowledgeBase, golden: Sequence[GoldenQuestion], options: TuneOptio
         raise ConfigError(f"tune: {len(dev)} dev questions for '{kb.name}'; tuning needs at least {options.min_dev} "
                           f"(and {FULL_MODEL_QUESTIONS} to fit every feature of the relevance model): tag more "
                           f"questions split=dev")
+    candidates = collect(kb, dev, preset_config("+country"), golden=dev)
+    targets = {f"{country}|{lang}": langs for (country, lang), langs in candidates.best_paths(3).items()}
     if options.fit_model:
-        candidates = collect(kb, dev, preset_config("hybrid"), golden=dev)
         model, fitted = fit_selected(candidates, {"name": f"{kb.name}-tuned", "embedder": kb.embedder.fingerprint(),
                                                   "trained_on": f"{len(dev)} dev questions of {kb.name}",
-                                                  "questions": len(dev)}, default_model(), FULL_MODEL_QUESTIONS)
+                                                  "questions": len(dev)}, default_model(), FULL_MODEL_QUESTIONS,
+                                     texts=[q.question for q in dev])
     else:
         model, fitted = model_for(kb.manifest), {"variant": "kept"}
         model.check(kb.embedder.fingerprint(), kb.name)
@@ -142,11 +144,13 @@ def tune(kb: KnowledgeBase, golden: Sequence[GoldenQuestion], options: TuneOptio
         for rule in (global_rule, *kbs.values(), *cells.values()):
             rule.k = options.max_docs
     profile = Profile(kb=kb.name, kb_created_at=kb.manifest.get("created_at"), embedder=kb.embedder.fingerprint(),
-                      relevance=describe(model, ("variant",)), model=model.to_dict(), objective=options.objective,
+                      relevance={**describe(model, ("variant",)), "selection": fitted}, model=model.to_dict(),
+                      objective=options.objective,
                       budget={"max_llm_calls": options.max_llm_calls, "max_docs": options.max_docs,
                               "recall_loss": options.recall_loss, "cell_min": options.cell_min,
                               "prior": options.prior, "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S")},
-                      options={o: OPTIONS[o] for o in results}, global_rule=global_rule, kbs=kbs, cells=cells)
+                      options={o: OPTIONS[o] for o in results}, global_rule=global_rule, kbs=kbs, cells=cells,
+                      targets=targets)
     if options.store_with_kb:
         kb.manifest.update(profile=profile.model_dump(mode="json"), relevance=describe(model, ("variant",)))
         kb.collection.write_manifest(kb.manifest)

@@ -20,6 +20,7 @@ from babelrag.relevance.features import FEATURES, feature_matrix
 from babelrag.relevance.learned import query_terms
 from babelrag.retrieve.search import retrieve
 from babelrag.strategies.scope import path_filter
+from babelrag.strategies.tuned import ANY
 from babelrag.types import SearchRequest, Trace
 
 
@@ -29,15 +30,33 @@ class Candidates:
     labels: np.ndarray  # 1 when the candidate's page is gold
     question: np.ndarray  # the row's question, an index into ``ids``
     path: np.ndarray  # the row's path within its question (0 = as written)
+    path_lang: np.ndarray  # the language of the row's path
     ids: list[str]
-    cells: list[tuple[str, str]]  # (kb, lang) per question
+    cells: list[tuple[str, str]]  # (country or ANY, lang) per question: the profile's cells
 
     def select(self, keep: Sequence[str]) -> Candidates:
         """Only these questions' rows (the dev split, a fold)."""
         wanted = {qid for qid in keep}
         mask = np.array([self.ids[q] in wanted for q in self.question], dtype=bool)
         return replace(self, rows=self.rows[mask], labels=self.labels[mask], question=self.question[mask],
-                       path=self.path[mask])
+                       path=self.path[mask], path_lang=self.path_lang[mask])
+
+    def best_paths(self, max_paths: int) -> dict[tuple[str, str], list[str]]:
+        """Per cell, the path languages in order of how well their paths found the gold (MRR@10 of each
+        path's own candidates in its retrieval order, which the rows keep) — what KB-language targets to
+        search for that question language."""
+        found: dict[tuple[tuple[str, str], str], list[float]] = {}
+        for question in np.unique(self.question):
+            for number in np.unique(self.path[self.question == question]):
+                rows = np.where((self.question == question) & (self.path == number))[0][:10]
+                hits = np.where(self.labels[rows] > 0)[0]
+                key = (self.cells[question], str(self.path_lang[rows[0]]))
+                found.setdefault(key, []).append(1.0 / (hits[0] + 1) if len(hits) else 0.0)
+        by_cell: dict[tuple[str, str], list[tuple[float, str]]] = {}
+        for (cell, lang), values in found.items():
+            by_cell.setdefault(cell, []).append((float(np.mean(values)), lang))
+        return {cell: [lang for _, lang in sorted(scored, key=lambda s: (-s[0], s[1]))][:max_paths]
+                for cell, scored in by_cell.items()}
 
 
 def _twins(golden: Sequence[GoldenQuestion]) -> dict[tuple[str, str], list[GoldenQuestion]]:
@@ -63,7 +82,7 @@ def collect(kb: KnowledgeBase, questions: Sequence[GoldenQuestion], config: Sear
             golden: Sequence[GoldenQuestion] = (), translated_paths: bool = True) -> Candidates:
     """``golden``: where to look for each question's other-language versions (default: ``questions``)."""
     twins = _twins(golden or questions) if translated_paths else {}
-    rows, labels, owner, paths = [], [], [], []
+    rows, labels, owner, paths, langs = [], [], [], [], []
     with progress("relevance candidates", len(questions)) as advance:
         for index, question in enumerate(questions):
             gold = set(question.gold_pages)
@@ -78,9 +97,11 @@ def collect(kb: KnowledgeBase, questions: Sequence[GoldenQuestion], config: Sear
                 labels.append(np.array([float(h.passage.doc_id in gold) for h in ranking.hits]))
                 owner.append(np.full(len(ranking.hits), index))
                 paths.append(np.full(len(ranking.hits), number))
+                langs.append(np.full(len(ranking.hits), request.lang or "", dtype=object))
             advance(1)
     empty = np.zeros((0, len(FEATURES)))
     return Candidates(np.vstack(rows) if rows else empty, np.concatenate(labels) if labels else np.zeros(0),
                       np.concatenate(owner) if owner else np.zeros(0, dtype=int),
                       np.concatenate(paths) if paths else np.zeros(0, dtype=int),
-                      [q.id for q in questions], [(q.kb, q.lang) for q in questions])
+                      np.concatenate(langs) if langs else np.zeros(0, dtype=object),
+                      [q.id for q in questions], [(q.country or ANY, q.lang) for q in questions])
