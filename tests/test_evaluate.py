@@ -174,3 +174,12 @@ def test_many_cell_tests_are_corrected_and_small_cells_untested() -> None:
     noisy = [c for name, c in cells.items() if name not in ("kb0", "tiny")]
     assert all(c["p_adj"] > 0.05 for c in noisy)
     assert cells["kb0"]["mean_a"] < 0.7 and cells["kb0"]["mean_b"] == 1.0  # means on the paired questions
+
+
+def test_benjamini_hochberg_by_hand() -> None:
+    from babelrag.evaluate.significance import adjust
+
+    tests = [{"p": 0.01}, {"p": 0.04}, {"p": 0.03}, {"p": 0.2}, {"p": None}]
+    adjust(tests)  # sorted 0.01, 0.03, 0.04, 0.2 (m = 4): min over k ≥ i of p_(k)·m/k
+    assert [t["p_adj"] for t in tests[:4]] == pytest.approx([0.04, 0.16 / 3, 0.16 / 3, 0.2])
+    assert tests[4]["p_adj"] is None  # untested cells stay untested

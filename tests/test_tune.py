@@ -180,7 +180,10 @@ def test_tune_fits_stores_and_serves_the_profile(tuned_kb: str, small_xquad: lis
     with KnowledgeBase.open("xt", tuned_kb) as kb:
         result = tune(kb, golden, TuneOptions(cell_min=20))
         dev = sum(q.tags["split"] == "dev" for q in golden)
-        assert result.dev == dev and set(result.fit["cv_mrr"]) == {"full", "hybrid", "shipped"}
+        # the fixture is shipped data: the shipped model was fitted on some of these dev questions, so it may
+        # not compete on them (it would be scored on its own training questions)
+        assert result.dev == dev and set(result.fit["cv_mrr"]) == {"full", "hybrid"}
+        assert result.fit["shipped_left_out"].startswith("the shipped model was fitted on")
         scores = result.fit["cv_mrr"]
         assert scores[result.fit["variant"]] == max(scores.values())  # the best held-out dev MRR was kept
         assert set(result.options) == {"as_written"}  # no LLM budget: nothing that calls a model is tried
