@@ -26,7 +26,7 @@ from babelrag.config import preset_config  # noqa: E402
 from babelrag.kb import KnowledgeBase  # noqa: E402
 from babelrag.relevance.features import FEATURES, KEYWORD_WEIGHT  # noqa: E402
 from babelrag.relevance.model import default_model, fit, question_hash  # noqa: E402
-from babelrag.tune.fitting import cross_validate, path_mrr  # noqa: E402
+from babelrag.tune.fitting import cross_validate, out_of_fold_tau, path_mrr  # noqa: E402
 from babelrag.tune.training import Candidates, collect  # noqa: E402
 
 TARGET = ROOT / "src" / "babelrag" / "relevance" / "default_model.json"
@@ -62,11 +62,20 @@ def main() -> None:
         labels = np.concatenate([c.labels for c in dev.values()])
         questions = sum(len(c.ids) for c in dev.values())
         texts = sorted({question_hash(q.question) for q in data.golden if q.tags.get("split") == "dev"})
+        # `threshold: auto`: calibrated on cross-fitted scores (each dev question scored by a model fitted
+        # without it), pooled over the indexes; the model itself is fitted on all dev questions
+        parts = list(dev.values())
+        pooled = Candidates(np.vstack([c.rows for c in parts]), np.concatenate([c.labels for c in parts]),
+                            np.concatenate([c.question + 10 ** 6 * i for i, c in enumerate(parts)]),
+                            np.concatenate([c.path for c in parts]), np.concatenate([c.path_lang for c in parts]),
+                            [], [])
+        tau = out_of_fold_tau(pooled, FEATURES)
         model = fit(rows, labels, {
             "name": "default", "embedder": fingerprint, "variant": "full",
             "trained_on": f"the shipped data's dev split ({questions} questions: xquad-dev cells and pooled, "
                           f"swefaq-dev); XQuAD is CC BY-SA 4.0, SweFAQ CC BY 4.0", "questions": questions,
-            "question_hashes": texts})  # `babelrag tune` leaves the shipped model out of CV on these
+            "question_hashes": texts,  # `babelrag tune` leaves the shipped model out of CV on these
+            "threshold": None if tau is None else round(tau, 6)})
         TARGET.write_text(json.dumps(model.to_dict(), indent=1) + "\n", encoding="utf-8")
         print(f"written {TARGET}")
     cv = {index: cross_validate(c) for index, c in dev.items()}

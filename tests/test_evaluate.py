@@ -179,7 +179,7 @@ def test_many_cell_tests_are_corrected_and_small_cells_untested() -> None:
 def test_benjamini_hochberg_by_hand() -> None:
     from babelrag.evaluate.significance import adjust
 
-    tests = [{"p": 0.01}, {"p": 0.04}, {"p": 0.03}, {"p": 0.2}, {"p": None}]
-    adjust(tests)  # sorted 0.01, 0.03, 0.04, 0.2 (m = 4): min over k ≥ i of p_(k)·m/k
-    assert [t["p_adj"] for t in tests[:4]] == pytest.approx([0.04, 0.16 / 3, 0.16 / 3, 0.2])
+    tests = [{"p": 0.04}, {"p": 0.001}, {"p": 0.02}, {"p": 0.3}, {"p": None}]
+    adjust(tests)  # sorted 0.001, 0.02, 0.04, 0.3 (m = 4): min over k ≥ i of p_(k)·m/k, in the input's order
+    assert [t["p_adj"] for t in tests[:4]] == pytest.approx([0.16 / 3, 0.004, 0.04, 0.3])
     assert tests[4]["p_adj"] is None  # untested cells stay untested

@@ -75,7 +75,10 @@ def test_translation_checks_catch_the_measured_failures(bad: str, why: str) -> N
     ("谁赢得了第50届超级碗？", "Who won Super Bowl 50?", "zh", "en"),
     ("Who won Super Bowl 50?", "谁赢得了第50届超级碗？", "en", "zh"),
     ("Wie viele Menschen leben in Oslo?", "How many people live in Oslo?", "de", "en"),
-    ("Super Bowl 50", "Super Bowl 50", "de", "en")])
+    ("Super Bowl 50", "Super Bowl 50", "de", "en"),
+    ("How many ambassadors were there?", "Сколько послов там было?", "en", "ru"),  # "послов" holds "осло"
+    ("Literally a business meeting", "Doslova poslovni sastanak", "en", "hr"),
+    ("The prize was 1000000000 dollars.", "Der Preis betrug 1000000000 Dollar.", "en", "de")])
 def test_translation_checks_pass_real_translations(source: str, good: str, src: str, tgt: str) -> None:
     assert translation_problem(source, good, src, tgt) is None
 

@@ -82,7 +82,9 @@ class SearchConfig(BaseModel):
     langs: tuple[str, ...] = ()
     # after the paths
     merge: Literal["max", "rrf"] = "max"
-    threshold: float | None = None
+    # a number on the reranker's scale, or "auto": the threshold calibrated for the learned model in use
+    # (the shipped model's on the shipped dev data; a tuned model's from `babelrag tune`)
+    threshold: float | Literal["auto"] | None = None
     # page: one slot per page (its best-scoring passage, e.g. the best language version); threshold and
     # top-k apply after the collapse
     collapse: Literal["none", "page"] = "none"
@@ -101,6 +103,9 @@ class SearchConfig(BaseModel):
     @model_validator(mode="after")
     def _scores_need_a_fixed_scale(self) -> SearchConfig:
         fixed_scale = self.rerank != "none" or self.mode == "vector"
+        if self.threshold == "auto" and not self.rerank.startswith("learned"):
+            raise ValueError("threshold: auto is the learned relevance model's calibrated τ; use rerank=learned "
+                             "or a number")
         if "coral" in self.extra_paths:
             raise ValueError("extra_paths: CORAL loops over its own rounds; use strategy=coral")
         if self.strategy == "coral" and (self.threshold is not None or self.extra_paths):
@@ -134,10 +139,9 @@ def make_config(values: dict[str, Any]) -> SearchConfig:
         raise ConfigError(f"{field}: {first['msg']}") from error
 
 
-# τ on the shipped relevance model's P(relevant), calibrated on the shipped data's 1,405 dev questions
-# with the country filter (≤ 0.5 point of Recall@10 lost: 0.996 → 0.991, docs passed 10 → 8.3). It
-# belongs to that model: `babelrag tune` gives a tuned KB its own τ per cell (`--preset tuned`).
-_TAU = 0.021
+# τ belongs to the model: "auto" takes the one calibrated for the learned model in use (the shipped
+# model's on the shipped dev questions, ≤ 0.5 point of Recall@10 lost; a tuned model's from `babelrag tune`).
+_TAU = "auto"
 _RERANK = "learned"
 _CHAT = {"strategy": "kb_languages", "rerank": _RERANK, "merge": "max", "threshold": _TAU, "country_filter": True}
 

@@ -18,7 +18,7 @@ from typing import Any
 from babelrag.bench import swefaq, xquad_cells
 from babelrag.bench.ladders import PROFILES, Step, ladder
 from babelrag.config import SearchConfig, preset_config
-from babelrag.errors import BabelragError, ConfigError, InputError
+from babelrag.errors import BabelragError, InputError
 from babelrag.evaluate.calibrate import calibrate_threshold
 from babelrag.evaluate.golden import GoldenQuestion, load_golden, sample_per_cell, save_golden
 from babelrag.evaluate.runs import COMPLETE, RunResult, run_config
@@ -123,7 +123,7 @@ def fit_profiles(golden: list[GoldenQuestion], indexes: list[str], store: str, f
     ``no-llm`` (options that call no model) and, when asked for, ``llm`` (≤ 1.5 calls per question, the
     model-calling options measured on ``llm_per_cell`` dev questions per cell). Returns notes."""
     from babelrag.kb import KnowledgeBase
-    from babelrag.tune.runner import TuneOptions, tune, write_profile
+    from babelrag.tune.runner import TooFewQuestions, TuneOptions, tune, write_profile
 
     notes = []
     for variant in ("no-llm", "llm"):
@@ -141,9 +141,8 @@ def fit_profiles(golden: list[GoldenQuestion], indexes: list[str], store: str, f
             with KnowledgeBase.open(index, store) as kb:
                 try:
                     result = tune(kb, golden, options)
-                except ConfigError as error:  # too few dev questions: the shipped model, one global rule
-                    if variant == "no-llm":
-                        notes.append(f"{index}: {error}; tuned with the shipped relevance model instead")
+                except TooFewQuestions as error:  # the shipped model, and rules from what dev there is
+                    notes.append(f"{index} ({variant}): {error}; tuned with the shipped relevance model instead")
                     result = tune(kb, golden, replace(options, fit_model=False, min_dev=1))
             write_profile(result.profile, target)
     return notes
@@ -175,6 +174,11 @@ def run_bench(out: Path, data: Path, quick: bool = False, ladder_name: str = "bl
         plan.append((number, step, overrides, _step_questions(step, config, bench.golden, quick, per_cell,
                                                               llm_per_cell is not None, llm_per_kb)))
     needed = {q.index for _, _, _, questions in plan for q in questions}
+    from babelrag.relevance.model import default_model
+
+    if seen := default_model().fitted_on([q.question for q in bench.golden if q.tags.get("split") == REPORTED]):
+        notes.append(f"the shipped relevance model was fitted on {seen} of the reported questions: its figures "
+                     f"are optimistic (another --seed or dev share than the shipped split?)")
     ensure_indexes({name: path for name, path in bench.indexes.items() if name in needed}, store)
     profiles = {str(value) for _, _, overrides, _ in plan for value in overrides.values()
                 if isinstance(value, str) and value.startswith(str(out / "profiles"))}

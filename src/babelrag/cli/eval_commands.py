@@ -37,7 +37,11 @@ def evaluate(
     config = preset_config(preset, {**({"llm": llm} if llm else {}), **parse_overrides(set_ or [])})
     label = name or (preset + "".join(f" {pair}" for pair in set_ or []))
     folder = out or Path("runs") / f"eval-{kb or golden.stem}-{preset}-{time.strftime('%Y%m%d-%H%M%S')}"
-    result = run_config(label, config, load_golden(golden), folder, store, index=kb, answer=answer,
+    questions = load_golden(golden)
+    if split is None and config.strategy == "tuned" and any(q.tags.get("split") == "test" for q in questions):
+        split = "test"  # the profile was fitted on the dev questions: scoring them would flatter it
+        err.print("[yellow]note:[/] a tuned profile is scored on the test split only (--split to choose)")
+    result = run_config(label, config, questions, folder, store, index=kb, answer=answer,
                         timing="warm" if warm else "cold", report_split=split)
     write_reports(summarise_runs([result]), folder)
     _print_metrics({label: result.metrics})

@@ -219,9 +219,10 @@ def run_config(name: str, config: SearchConfig, questions: Sequence[GoldenQuesti
         if differing:
             raise ConfigError(f"run folder {folder} was run with another "
                               f"{' and '.join(FROZEN[k] for k in differing)}; use a new --out")
-        if (folder / COMPLETE).exists():
+        if (folder / COMPLETE).exists():  # nothing to run; the metrics follow this call's split
             rows = read_jsonl_rows(folder / "traces.jsonl")
-            return RunResult(name, folder, rows, json.loads((folder / "metrics.json").read_text())["configs"][name])
+            stored = json.loads((folder / "metrics.json").read_text())["configs"][name]
+            return RunResult(name, folder, rows, {**run_metrics(rows, report_split), "timing": stored["timing"]})
     else:
         config_file.write_text(json.dumps(frozen, indent=2, ensure_ascii=False), encoding="utf-8")
     traces = folder / "traces.jsonl"

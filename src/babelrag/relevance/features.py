@@ -22,7 +22,7 @@ FEATURES: tuple[str, ...] = (
     "hybrid",
 )
 KEYWORD_WEIGHT = 0.5  # the ``hybrid`` feature: zscore fusion's own combination of the two arms
-MISSING_RANK = 200  # an arm that did not return a passage ranks it past every candidate it could have
+
 
 
 def feature_matrix(hits: Sequence[Hit], request: SearchRequest, query_vector: np.ndarray | None,
@@ -34,7 +34,7 @@ def feature_matrix(hits: Sequence[Hit], request: SearchRequest, query_vector: np
     dense = np.array([float(h.vector @ query_vector) if h.vector is not None and query_vector is not None
                       else h.signals.get("dense", 0.0) for h in hits])
     bm25 = np.array([h.signals.get("bm25", 0.0) for h in hits])
-    bm25_rank = np.array([h.signals.get("bm25_rank", MISSING_RANK) for h in hits])
+    bm25_rank = np.array([h.signals.get("bm25_rank", n + 1) for h in hits])  # not returned: past every candidate
     dense_rank = np.empty(n)
     dense_rank[np.argsort(-dense, kind="stable")] = np.arange(1, n + 1)
     std = dense.std()

@@ -35,6 +35,7 @@ class Searcher:
             profile = load_profile(kb, config.profile).model if config.profile else None
             relevance = default_model() if config.rerank == "learned:default" else model_for(kb.manifest, profile)
             relevance.check(kb.embedder.fingerprint(), kb.name)
+        self.relevance = relevance
         self.reranker = build_reranker(config.rerank, kb.embedder, kb.query_vector, relevance)
         self.strategy = build_strategy(config.strategy)
         self.extras = [build_strategy(name) for name in config.extra_paths]
@@ -65,9 +66,10 @@ class Searcher:
                     trace.fail(strategy.name, "no usable path", "searched the question as written")
                 planned = AsWritten().plan(question, self.kb, self.config, trace)
             requests.extend(planned)
-        unique: dict[tuple[str, str | None, str], SearchRequest] = {}
-        for request in requests:  # one text over one filter twice finds the same candidates: search it once
-            unique.setdefault((request.text, request.rerank_text, repr(request.filter)), request)
+        unique: dict[tuple, SearchRequest] = {}
+        for request in requests:  # the same search twice finds the same candidates: run it once
+            unique.setdefault((request.text, request.lang, request.segments, request.rerank_text, repr(request.filter)),
+                              request)
         return list(unique.values())
 
     def _run_paths(self, requests: list[SearchRequest], trace: Trace) -> list[Ranking]:
@@ -115,16 +117,21 @@ class Searcher:
             return self.strategy.loop(question, self.kb, self.config, trace, self._search_paths)
         return self._planned(question, trace)
 
+    def _threshold(self) -> float | None:
+        if self.config.threshold != "auto":
+            return self.config.threshold
+        return self.relevance.meta.get("threshold") if self.relevance is not None else None
+
     def _select(self, merged: Ranking, trace: Trace) -> Ranking:
         """Collapse to pages (optional), then threshold, then the top k."""
-        config = self.config
-        with trace.step("select", "evidence", threshold=config.threshold, k=config.k, collapse=config.collapse) as record:
+        config, threshold = self.config, self._threshold()
+        with trace.step("select", "evidence", threshold=threshold, k=config.k, collapse=config.collapse) as record:
             hits = merged.hits
             if config.collapse == "page":  # hits are in score order: the first of each page is its best
                 seen: set[str] = set()
                 hits = tuple(h for h in hits if not (h.passage.doc_id in seen or seen.add(h.passage.doc_id)))
-            if config.threshold is not None:
-                hits = tuple(h for h in hits if h.score >= config.threshold)
+            if threshold is not None:
+                hits = tuple(h for h in hits if h.score >= threshold)
             evidence = Ranking("evidence", merged.scorer, tuple(replace(h, vector=None, terms=None) for h in hits[:config.k]))
             record.update(candidates=len(merged), above_threshold=len(hits), passed=len(evidence))
         return evidence

@@ -106,11 +106,12 @@ class Tuned:
     name = "tuned"
 
     def __init__(self) -> None:
-        self._profiles: dict[tuple[str, str | None], Profile] = {}  # read and checked once per searcher
+        self._profiles: dict[tuple[str, str | None, str | None], Profile] = {}  # read and checked once
 
     def resolve(self, question: Question, kb: KnowledgeBase, config: SearchConfig) -> tuple[SearchConfig, dict[str, Any]]:
         """The configuration this question's cell was tuned to, and which rule said so."""
-        key = (kb.name, config.profile)
+        stored = (kb.manifest.get("profile") or {}).get("budget", {}).get("tuned_at")
+        key = (kb.name, config.profile, stored)  # a re-tune in between is seen
         if key not in self._profiles:
             self._profiles[key] = load_profile(kb, config.profile)
         profile = self._profiles[key]
@@ -118,7 +119,9 @@ class Tuned:
         if rule.option not in profile.options:
             raise ConfigError(f"profile: rule {key} names option '{rule.option}', which the profile does not define")
         values = config.model_dump(mode="json")
-        values.update(profile.options[rule.option], threshold=rule.threshold)
+        values.update(profile.options[rule.option])
+        if config.threshold is None:  # a threshold the user set stands
+            values["threshold"] = rule.threshold
         cell = f"{question.country if config.country_filter and question.country else ANY}|{question.lang}"
         values["kb_targets"] = profile.targets.get(cell, [])
         if rule.k is not None:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from babelrag.errors import ConfigError
+from babelrag.evaluate.calibrate import calibrate_threshold
 from babelrag.relevance.features import FEATURES
 from babelrag.relevance.model import RelevanceModel, fit
 from babelrag.tune.training import Candidates
@@ -40,6 +41,30 @@ def _subset(candidates: Candidates, rows: np.ndarray) -> Candidates:
                       candidates.path[rows], candidates.path_lang[rows], candidates.ids, candidates.cells)
 
 
+def out_of_fold_tau(candidates: Candidates, features: Sequence[str], budget: float = 0.005, k: int = 10,
+                    c: float = 1.0) -> float | None:
+    """The threshold for a model with these features: the largest τ keeping Recall@k of the as-written
+    path within ``budget``, on scores each question got from a model fitted without it (two halves)."""
+    questions = np.unique(candidates.question)
+    rows = []
+    for half in (0, 1):
+        held = questions[half::2]
+        train = ~np.isin(candidates.question, held)
+        if candidates.labels[train].min() == candidates.labels[train].max():
+            return None
+        model = fit(candidates.rows[train], candidates.labels[train], {}, c, features)
+        for question in held:
+            index = np.where((candidates.question == question) & (candidates.path == 0))[0]
+            scores = model.predict(candidates.rows[index])
+            order = index[np.argsort(-scores, kind="stable")][:k]
+            ranked = dict(zip(index, scores))
+            rows.append({"gold_pages": ["gold"], "evidence": [
+                {"doc_id": "gold" if candidates.labels[i] > 0 else f"other{i}", "score": float(ranked[i])}
+                for i in order]})
+    tau = calibrate_threshold(rows, budget=budget, k=k, split=None, allow_all=True)["threshold"]
+    return None if tau == float("-inf") else float(tau)
+
+
 def cross_validate(candidates: Candidates, variants: Mapping[str, tuple[str, ...]] = VARIANTS,
                    fixed: Mapping[str, RelevanceModel] | None = None, c: float = 1.0) -> dict[str, float]:
     """Each variant's MRR@10 on held-out dev questions (grouped folds); ``fixed`` models are scored on
@@ -52,15 +77,17 @@ def cross_validate(candidates: Candidates, variants: Mapping[str, tuple[str, ...
         raise ConfigError("relevance model: cross-validation needs at least 2 dev questions")
     results: dict[str, list[float]] = {name: [] for name in [*variants, *(fixed or {})]}
     for train, held in GroupKFold(n_splits=folds).split(candidates.rows, groups=candidates.question):
+        if candidates.labels[train].min() == candidates.labels[train].max():
+            continue  # nothing to fit on: the fold is skipped for every model, so all see the same folds
         part = _subset(candidates, held)
         for name, model in (fixed or {}).items():
             results[name].append(path_mrr(part, model.predict(part.rows)))
-        if candidates.labels[train].min() == candidates.labels[train].max():
-            continue
         for name, features in variants.items():
             model = fit(candidates.rows[train], candidates.labels[train], {}, c, features)
             results[name].append(path_mrr(part, model.predict(part.rows)))
-    return {name: float(np.mean(values)) if values else float("nan") for name, values in results.items()}
+    if not any(results.values()):
+        raise ConfigError("relevance model: no fold had both relevant and irrelevant candidates to fit on")
+    return {name: float(np.mean(values)) for name, values in results.items()}
 
 
 def fit_selected(candidates: Candidates, meta: Mapping[str, Any], shipped: RelevanceModel, min_full: int = 30,

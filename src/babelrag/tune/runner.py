@@ -3,8 +3,9 @@
 1. The KB's questions (by ``index``/``kb``), checked: known languages, countries the KB holds, enough
    dev questions to fit (``min_dev``).
 2. The relevance model: dev candidates (``training.py``), feature set chosen by grouped CV (``fitting.py``).
-3. Each option (``strategies/tuned.py``) searched on every dev question with that model, within the
-   LLM-call budget; per cell the option and τ chosen with shrinkage (``choose.py``).
+3. Each option (``strategies/tuned.py``) searched on every dev question exactly as a tuned search
+   serves it, within the LLM-call budget, scored by the model fitted on the other half of dev
+   (cross-fitting); per cell the option and τ chosen with shrinkage (``choose.py``).
 4. Model and profile stored with the KB (its manifest) — written only at the end, so a failure
    changes nothing — and, if asked, to a profile file.
 The test split is never read here: score it with ``eval --preset tuned --split test`` or the bench.
@@ -12,27 +13,28 @@ The test split is never read here: score it with ``eval --preset tuned --split t
 from __future__ import annotations
 
 import hashlib
+import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
-from babelrag.config import make_config, preset_config
+from babelrag.config import preset_config
 from babelrag.errors import ConfigError, InputError
 from babelrag.evaluate.golden import GoldenQuestion, sample_per_cell
 from babelrag.evaluate.runs import question_row
 from babelrag.kb import KnowledgeBase
 from babelrag.lang.languages import NAMES
 from babelrag.progress import progress
-from babelrag.relevance.model import RelevanceModel, default_model, describe, model_for
+from babelrag.relevance.model import RelevanceModel, default_model, describe, fit, model_for
 from babelrag.retrieve.pipeline import Searcher
-from babelrag.strategies.tuned import ANY, OPTIONS, Profile
+from babelrag.strategies.tuned import ANY, OPTIONS, CellRule, Profile
 from babelrag.tune.choose import DevRow, choose
-from babelrag.tune.fitting import fit_selected
-from babelrag.tune.training import collect
+from babelrag.tune.fitting import VARIANTS, fit_selected
+from babelrag.tune.training import Candidates, collect
 
 Objective = Literal["mrr", "recall@10"]
 FULL_MODEL_QUESTIONS = 30  # dev questions the every-feature relevance model needs to be a candidate
@@ -93,31 +95,71 @@ def dev_split(questions: Sequence[GoldenQuestion], dev_share: float | None) -> l
     return by_hash
 
 
-def _measure(kb: KnowledgeBase, option: str, dev: Sequence[GoldenQuestion], options: TuneOptions) -> list[DevRow]:
-    config = make_config({**preset_config("+country").model_dump(mode="json"), **OPTIONS[option], "threshold": None,
-                          **({"k": options.max_docs} if options.max_docs else {}),
-                          **({"llm": options.llm} if options.llm else {})})
-    searcher = Searcher(kb, config)
+class TooFewQuestions(ConfigError):
+    """Not enough dev questions to tune (the bench then keeps the shipped model)."""
+
+
+def _profile(kb: KnowledgeBase, model: RelevanceModel, option: str, targets: dict[str, list[str]],
+             **rules: Any) -> Profile:
+    return Profile(kb=kb.name, kb_created_at=kb.manifest.get("created_at"), embedder=kb.embedder.fingerprint(),
+                   relevance=describe(model, ("variant",)), model=model.to_dict(),
+                   options=dict(OPTIONS), targets=targets, global_rule=rules.pop("global_rule", CellRule(option=option)),
+                   **rules)
+
+
+def _measure(kb: KnowledgeBase, option: str, halves: Sequence[tuple[list[GoldenQuestion], RelevanceModel]],
+             targets: dict[str, list[str]], options: TuneOptions, scratch: Path) -> list[DevRow]:
+    """Each dev question searched with ``option`` exactly as a tuned search would serve it (a profile
+    whose every cell says ``option``), scored by a relevance model that was not fitted on it."""
     rows = []
-    with progress(f"tune: {option}", len(dev)) as advance:
-        for q in dev:
-            result = searcher.search(q.as_question())
-            row = question_row(q, result, result.trace, 0.0)
-            rows.append(DevRow(q.id, q.country, q.lang, row[options.objective], row["llm_calls"], row))
-            advance(1)
+    with progress(f"tune: {option}", sum(len(questions) for questions, _ in halves)) as advance:
+        for half, (questions, model) in enumerate(halves):
+            folder = scratch / f"{option}-{half}"
+            folder.mkdir()
+            write_profile(_profile(kb, model, option, targets), folder / f"{kb.name}.yaml")
+            config = preset_config("tuned", {"profile": str(folder), **({"k": options.max_docs} if options.max_docs else {}),
+                                             **({"llm": options.llm} if options.llm else {})})
+            searcher = Searcher(kb, config)
+            for q in questions:
+                result = searcher.search(q.as_question())
+                row = question_row(q, result, result.trace, 0.0)
+                rows.append(DevRow(q.id, q.country, q.lang, row[options.objective], row["llm_calls"], row))
+                advance(1)
     return rows
 
 
+def _halves(dev: Sequence[GoldenQuestion], candidates: Candidates, model: RelevanceModel, variant: str,
+            ) -> list[tuple[list[GoldenQuestion], RelevanceModel]]:
+    """Cross-fitting: each half of the dev questions (by a hash of the question, so translations of one
+    question fall together) is measured with the chosen model fitted on the other half only — options and
+    thresholds are then chosen on scores the model never saw, as it will meet test questions."""
+    def half_of(q: GoldenQuestion) -> int:
+        return int(hashlib.sha256(q.tags.get("qid", q.id).encode()).hexdigest()[:8], 16) % 2
+
+    if variant not in VARIANTS:  # the shipped or the KB's own model: used as it is
+        return [(list(dev), model)]
+    out = []
+    for half in (0, 1):
+        others = candidates.select([q.id for q in dev if half_of(q) != half])
+        try:
+            folded = fit(others.rows, others.labels, model.meta, model.meta.get("C", 1.0), VARIANTS[variant])
+        except ConfigError:  # one half holds no relevant candidate: that half keeps the full model
+            folded = model
+        out.append(([q for q in dev if half_of(q) == half], folded))
+    return [(questions, folded) for questions, folded in out if questions]
+
+
 def tune(kb: KnowledgeBase, golden: Sequence[GoldenQuestion], options: TuneOptions = TuneOptions()) -> TuneResult:
-    """Fits, measures and chooses; stores the model and profile with the KB at the very end."""
+    """Fits, measures and chooses; stores the model and profile with the KB at the very end (the KB is
+    not touched before: measuring reads profiles from a scratch folder)."""
     dev = dev_split(questions_for(kb, golden), options.dev_share)
-    before = dict(kb.manifest)  # restored after measuring; changed only by the final write
     if len(dev) < options.min_dev:
-        raise ConfigError(f"tune: {len(dev)} dev questions for '{kb.name}'; tuning needs at least {options.min_dev} "
-                          f"(and {FULL_MODEL_QUESTIONS} to fit every feature of the relevance model): tag more "
-                          f"questions split=dev")
+        raise TooFewQuestions(f"tune: {len(dev)} dev questions for '{kb.name}'; tuning needs at least "
+                              f"{options.min_dev} (and {FULL_MODEL_QUESTIONS} to fit every feature of the relevance "
+                              f"model): tag more questions split=dev")
     candidates = collect(kb, dev, preset_config("+country"), golden=dev)
-    targets = {f"{country}|{lang}": langs for (country, lang), langs in candidates.best_paths(3).items()}
+    targets = {f"{country}|{lang}": langs for (country, lang), langs in candidates.best_paths(3).items()
+               if len(langs) > 1}  # one path measured says nothing about which translations to add
     if options.fit_model:
         model, fitted = fit_selected(candidates, {"name": f"{kb.name}-tuned", "embedder": kb.embedder.fingerprint(),
                                                   "trained_on": f"{len(dev)} dev questions of {kb.name}",
@@ -126,31 +168,31 @@ def tune(kb: KnowledgeBase, golden: Sequence[GoldenQuestion], options: TuneOptio
     else:
         model, fitted = model_for(kb.manifest), {"variant": "kept"}
         model.check(kb.embedder.fingerprint(), kb.name)
-    try:
-        kb.manifest["profile"] = {"model": model.to_dict()}  # what `rerank: learned` reads while measuring
-        results = {"as_written": _measure(kb, "as_written", dev, options)}
-        if options.max_llm_calls > 0:
-            sampled = sample_per_cell(dev, options.llm_per_cell)
+    halves = _halves(dev, candidates, model, fitted["variant"])
+    with tempfile.TemporaryDirectory() as scratch:
+        results = {"as_written": _measure(kb, "as_written", halves, targets, options, Path(scratch))}
+        if options.max_llm_calls > 0 and options.llm_per_cell != 0:
+            sampled = {q.id for q in sample_per_cell(dev, options.llm_per_cell)}
             for option in OPTIONS:
                 if option != "as_written":
-                    results[option] = _measure(kb, option, sampled, options)
-    finally:
-        kb.manifest.clear()
-        kb.manifest.update(before)
-    costs = {o: sum(r.llm_calls for r in rows) / len(rows) for o, rows in results.items()}
+                    results[option] = _measure(kb, option, [([q for q in qs if q.id in sampled], m) for qs, m in halves],
+                                               targets, options, Path(scratch))
+    costs = {o: sum(r.llm_calls for r in rows) / len(rows) for o, rows in results.items() if rows}
+    results = {o: rows for o, rows in results.items() if rows}
     global_rule, kbs, cells = choose(results, costs, options.max_llm_calls, options.cell_min, options.prior,
                                      options.recall_loss, options.max_docs or 10)
     if options.max_docs:
         for rule in (global_rule, *kbs.values(), *cells.values()):
             rule.k = options.max_docs
-    profile = Profile(kb=kb.name, kb_created_at=kb.manifest.get("created_at"), embedder=kb.embedder.fingerprint(),
-                      relevance={**describe(model, ("variant",)), "selection": fitted}, model=model.to_dict(),
-                      objective=options.objective,
-                      budget={"max_llm_calls": options.max_llm_calls, "max_docs": options.max_docs,
-                              "recall_loss": options.recall_loss, "cell_min": options.cell_min,
-                              "prior": options.prior, "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S")},
-                      options={o: OPTIONS[o] for o in results}, global_rule=global_rule, kbs=kbs, cells=cells,
-                      targets=targets)
+    if fitted["variant"] in VARIANTS:  # the threshold `threshold: auto` uses with this model
+        model = replace(model, meta={**model.meta, "threshold": global_rule.threshold})
+    profile = _profile(kb, model, global_rule.option, targets, global_rule=global_rule, kbs=kbs, cells=cells)
+    profile = profile.model_copy(update={
+        "relevance": {**describe(model, ("variant",)), "selection": fitted}, "objective": options.objective,
+        "options": {o: OPTIONS[o] for o in results},
+        "budget": {"max_llm_calls": options.max_llm_calls, "max_docs": options.max_docs,
+                   "recall_loss": options.recall_loss, "cell_min": options.cell_min, "prior": options.prior,
+                   "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S")}})
     if options.store_with_kb:
         kb.manifest.update(profile=profile.model_dump(mode="json"), relevance=describe(model, ("variant",)))
         kb.collection.write_manifest(kb.manifest)
