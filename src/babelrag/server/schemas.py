@@ -32,8 +32,8 @@ class SearchBody(BaseModel):
         unknown = sorted(set(value) - CLIENT_SETTINGS)
         if unknown:
             raise ValueError(f"these settings are not open to clients: {', '.join(unknown)}")
-        if value.get("rerank") not in (None, "none", "dense"):
-            raise ValueError("rerank: clients may choose 'none' or 'dense'")
+        if value.get("rerank") not in (None, "none", "learned", "learned:default", "dense-resort", "dense"):
+            raise ValueError("rerank: clients may choose none, learned, learned:default or dense-resort")
         return value
 
     def config(self, llm: str | None, defaults: dict[str, Any] | None = None) -> SearchConfig:
