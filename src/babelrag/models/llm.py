@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from babelrag import paths
+from babelrag import deadline, paths
 from babelrag.errors import ConfigError
 from babelrag.models.llm_types import LLM, Completion, LLMError, Message
 
@@ -49,7 +49,10 @@ class LocalLLM:
         self.path = Path(path)
         if not self.path.is_file():
             raise ConfigError(f"llm: model file {self.path} not found (provision one with `babelrag models pull`)")
-        self.name = self.path.stem
+        from babelrag.models.catalog import verified
+
+        # the file's hash names the model: a file replaced under the same name never meets its old cached answers
+        self.name = f"{self.path.stem}@{verified(self.path)[:12]}"
         params = xllamacpp.CommonParams()
         params.model.path = str(self.path)
         params.n_ctx = n_ctx
@@ -63,6 +66,7 @@ class LocalLLM:
 
     def complete(self, messages: list[Message], json_schema: dict[str, Any] | None = None, max_tokens: int = 256,
                  temperature: float = 0.0, seed: int = 0) -> Completion:
+        deadline.check("an LLM call")
         request: dict[str, Any] = {"messages": messages, "max_tokens": max_tokens, "temperature": temperature,
                                    "seed": seed}
         if json_schema is not None:
@@ -75,6 +79,7 @@ class LocalLLM:
 
     def stream(self, messages: list[Message], on_text: Callable[[str], None], max_tokens: int = 256,
                temperature: float = 0.0, seed: int = 0) -> Completion:
+        deadline.check("an LLM call")
         pieces: list[str] = []
         counts = {"prompt_n": 0, "predicted_n": 0}
 
@@ -84,7 +89,8 @@ class LocalLLM:
                 pieces.append(piece)
                 on_text(piece)
             counts.update({k: v for k, v in (chunk.get("timings") or {}).items() if k in counts})
-            return False  # keep going
+            left = deadline.remaining()
+            return left is not None and left <= 0  # True stops generation: the request ran out of time
 
         start = time.perf_counter()
         self._server.handle_chat_completions({"messages": messages, "max_tokens": max_tokens, "stream": True,
@@ -107,8 +113,10 @@ class OpenAILLM:
     def _post(self, body: dict[str, Any]) -> httpx.Response:
         url = f"{self.base_url}/chat/completions"
         for attempt in range(self.retries + 1):
+            deadline.check("an LLM call")
+            left = deadline.remaining()
             try:
-                response = self._client.post(url, json=body)
+                response = self._client.post(url, json=body, **({"timeout": max(left, 0.1)} if left else {}))
             except httpx.TransportError as error:
                 if attempt == self.retries:
                     raise LLMError(f"LLM endpoint {url} unreachable after {attempt + 1} tries: {error}") from error
@@ -139,6 +147,7 @@ class OpenAILLM:
 
     def stream(self, messages: list[Message], on_text: Callable[[str], None], max_tokens: int = 256,
                temperature: float = 0.0, seed: int = 0) -> Completion:
+        deadline.check("an LLM call")
         body = {"model": self.model, "messages": messages, "max_tokens": max_tokens, "temperature": temperature,
                 "seed": seed, "stream": True, "stream_options": {"include_usage": True}}
         pieces: list[str] = []
@@ -171,7 +180,24 @@ def build_llm(spec: str) -> LLM:
     (URL default ``$BABELRAG_LLM_URL`` or ``$OPENAI_BASE_URL``; key from ``$OPENAI_API_KEY``), or a name
     given to an LLM object with ``models.registry.register_llm``."""
     with _lock:
-        return _registered.get(spec) or _build(spec)
+        return Bounded(_registered.get(spec) or _build(spec))
+
+
+class Bounded:
+    """Any LLM, refusing to start a call once the request's deadline has passed (``deadline.py``)."""
+
+    def __init__(self, inner: LLM):
+        self.inner, self.name = inner, inner.name
+
+    def complete(self, messages: list[Message], json_schema: dict[str, Any] | None = None, max_tokens: int = 256,
+                 temperature: float = 0.0, seed: int = 0) -> Completion:
+        deadline.check("an LLM call")
+        return self.inner.complete(messages, json_schema, max_tokens, temperature, seed)
+
+    def stream(self, messages: list[Message], on_text: Callable[[str], None], max_tokens: int = 256,
+               temperature: float = 0.0, seed: int = 0) -> Completion:
+        deadline.check("an LLM call")
+        return self.inner.stream(messages, on_text, max_tokens, temperature, seed)
 
 
 @cache

@@ -1,9 +1,12 @@
 """The HTTP API (FastAPI) and the web page: search, ask (optionally streamed as server-sent events),
 ingest and delete, KBs, runs and their cell reports.
 
-Blocking work runs in the thread pool under a per-request timeout; LLM work passes a bounded gate
-(429 when full); writes need an API key (constant-time comparison) and are serialised per KB;
-bodies over the size limit are refused before they are read. CORS stays off unless asked for.
+What one request can do is bounded: every client setting is capped (``schemas.py``), each request's
+work runs under a deadline that stops it between model calls and write batches (the client is never
+told "timed out" for work that then goes on), LLM work passes a bounded gate (429 when full), each
+client has a rate limit, writes need a key and are serialised per KB and all-or-nothing, reads may
+need a key too, and only the configured Host names are served (no DNS rebinding). Error messages
+and traces never carry the store's paths, endpoint URLs, or whether another user asked the same.
 """
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import asyncio
 import hmac
 import json
 import re
+import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from importlib.resources import files
@@ -20,8 +24,9 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 from fastapi.security import APIKeyHeader
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
-from babelrag import __version__
+from babelrag import __version__, deadline
 from babelrag.config import PRESETS
 from babelrag.errors import BabelragError, ConfigError, InputError, KBNotFound
 from babelrag.generate.answerer import Answerer
@@ -31,12 +36,46 @@ from babelrag.ingest.records import Defaults, validate_all
 from babelrag.jsonl import numbered_lines
 from babelrag.retrieve.pipeline import Searcher
 from babelrag.server.schemas import AskBody, SearchBody
-from babelrag.server.service import Busy, Service
+from babelrag.server.service import Busy, Service, ShuttingDown
 from babelrag.store.schema import Match, Where, check_kb_name
 from babelrag.types import Question
 
 T = TypeVar("T")
-RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+GRACE = 10.0  # seconds past the deadline before the request is answered 504 anyway (a stuck native call)
+MAX_DEPTH = 20  # JSON nesting a document may have
+_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s'\"<>]+", re.IGNORECASE)
+_PATH = re.compile(r"(?<![\w.])/(?:[\w.@+-]+/)*[\w.@+-]*[\w@+-]")
+
+
+def public(message: str) -> str:
+    """An error message without the server's file paths or endpoint URLs (credentials can ride in them)."""
+    return _PATH.sub("<path>", _URL.sub("<endpoint>", message))
+
+
+def public_trace(result: dict[str, Any]) -> dict[str, Any]:
+    """A result as clients see it: models named without their endpoint, no word on what was cached
+    (that would tell a client what others asked)."""
+    trace = result.get("trace") or {}
+    for call in trace.get("llm_calls", []):
+        call["model"] = str(call.get("model", "")).split("@")[0]
+        call.pop("cached", None)
+    return result
+
+
+def _depth(value: Any, level: int = 0) -> int:
+    """How deeply ``value`` nests (stops counting past the limit); an integer out of 64-bit range counts as
+    too deep, since no store can keep it."""
+    if level > MAX_DEPTH:
+        return level
+    if isinstance(value, int) and not isinstance(value, bool) and not -2 ** 63 <= value < 2 ** 63:
+        return MAX_DEPTH + 1
+    children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return max((_depth(child, level + 1) for child in children), default=level)
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not a number a document may hold")
 
 
 class BodyLimit:
@@ -64,16 +103,34 @@ class BodyLimit:
         await self.app(scope, counted, send)
 
 
+def _refusal(error: Exception) -> HTTPException:
+    """What a failed request tells its client."""
+    if isinstance(error, Busy):
+        return HTTPException(429, "busy: every LLM slot is taken; retry shortly", headers={"Retry-After": "5"})
+    if isinstance(error, deadline.DeadlineExceeded):
+        return HTTPException(504, f"{public(str(error))}; the work was stopped and nothing was written")
+    if isinstance(error, KBNotFound):
+        return HTTPException(404, public(str(error)))
+    if isinstance(error, (ConfigError, InputError)):
+        return HTTPException(400, public(str(error)))
+    if isinstance(error, ShuttingDown):
+        return HTTPException(503, str(error), headers={"Retry-After": "10"})
+    if isinstance(error, sqlite3.Error):
+        return HTTPException(503, "a cache or index file is unavailable (full disk? locked?); retry later")
+    return HTTPException(503, public(str(error)))
+
+
 def create_app(service: Service, cors_origins: list[str] | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
-        service.close()
+        service.close()  # takes no new writes, waits for those running, then closes the stores
 
     app = FastAPI(title="babelrag", version=__version__, lifespan=lifespan,
                   description="Multilingual retrieval-augmented generation: search, answers, ingest, cell reports.")
-    app.state.workers = set()
     app.add_middleware(BodyLimit, limit=service.max_body)
+    if service.allowed_hosts:
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(service.allowed_hosts))
     if cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
 
@@ -81,32 +138,43 @@ def create_app(service: Service, cors_origins: list[str] | None = None) -> FastA
                            allow_headers=["*"])
     key_header = APIKeyHeader(name="X-API-Key", auto_error=False)
 
+    def valid(key: str | None, keys: frozenset[str]) -> bool:
+        return key is not None and any(hmac.compare_digest(key.encode(), k.encode()) for k in keys)
+
+    def reader(key: str | None = Depends(key_header)) -> None:
+        if service.read_keys and not valid(key, service.read_keys | service.api_keys):
+            raise HTTPException(401, "a valid X-API-Key header is required")
+
     def writer(key: str | None = Depends(key_header)) -> None:
         if not service.api_keys:
             raise HTTPException(403, "writes are disabled: start the service with an API key")
-        if key is None or not any(hmac.compare_digest(key.encode(), k.encode()) for k in service.api_keys):
+        if not valid(key, service.api_keys):
             raise HTTPException(401, "a valid X-API-Key header is required for writes")
 
-    async def run(work: Callable[[], T]) -> T:
+    def limited(request: Request) -> None:
+        if not service.rate.allow(request.client.host if request.client else "?"):
+            raise HTTPException(429, "too many requests from this client; slow down", headers={"Retry-After": "5"})
+
+    async def run(work: Callable[[], T], write: bool = False) -> T:
+        """Reads answer 504 at their deadline (their work stops there too); writes are always answered
+        with their true outcome — done, or stopped at the deadline and rolled back."""
+        def bounded() -> T:
+            with deadline.limit(service.timeout):
+                return work()
         try:
-            return await asyncio.wait_for(run_in_threadpool(work), timeout=service.timeout)
+            if write:
+                return await run_in_threadpool(bounded)
+            return await asyncio.wait_for(run_in_threadpool(bounded), timeout=service.timeout + GRACE)
         except TimeoutError as error:
             raise HTTPException(504, f"the request took longer than {service.timeout:.0f} s") from error
-        except Busy as error:
-            raise HTTPException(429, "busy: every LLM slot is taken; retry shortly",
-                                headers={"Retry-After": "5"}) from error
-        except KBNotFound as error:
-            raise HTTPException(404, str(error)) from error
-        except (ConfigError, InputError) as error:
-            raise HTTPException(400, str(error)) from error
-        except BabelragError as error:
-            raise HTTPException(503, str(error)) from error
+        except (BabelragError, Busy, sqlite3.Error) as error:
+            raise _refusal(error) from error
 
     def config_of(body: SearchBody) -> Any:
         try:
-            return body.config(service.llm, service.defaults)
+            return body.config(service.llm, service.defaults, service.timeout)
         except ConfigError as error:
-            raise HTTPException(400, str(error)) from error
+            raise HTTPException(400, public(str(error))) from error
 
     def question_of(body: SearchBody) -> Question:
         return Question(body.question, lang=body.lang, country=body.country)
@@ -115,41 +183,45 @@ def create_app(service: Service, cors_origins: list[str] | None = None) -> FastA
     def health() -> dict[str, Any]:
         return {"status": "ok", "version": __version__}
 
-    @app.get("/presets")
+    @app.get("/presets", dependencies=[Depends(reader)])
     def presets() -> list[str]:
         return list(PRESETS)
 
-    @app.get("/kbs")
+    @app.get("/kbs", dependencies=[Depends(reader)])
     async def kbs() -> list[dict[str, Any]]:
         def listing() -> list[dict[str, Any]]:
             out = []
             for name in service.store.list():
-                manifest = service.kb(name).manifest
+                try:
+                    manifest = service.kb(name).manifest
+                except BabelragError as error:  # one broken or foreign collection does not hide the others
+                    out.append({"kb": name, "error": public(str(error))})
+                    continue
                 out.append({"kb": name, "passages": manifest["passages"], "documents": manifest["documents"],
                             "languages": manifest["languages"].get("all", {}),
                             "countries": sorted(manifest["languages"].get("countries", {}))})
             return out
         return await run(listing)
 
-    @app.post("/search")
+    @app.post("/search", dependencies=[Depends(reader), Depends(limited)])
     async def search(body: SearchBody) -> dict[str, Any]:
         config = config_of(body)
 
         def work() -> dict[str, Any]:
             searcher = Searcher(service.kb(body.kb), config)
-            if config.strategy == "as_written" and not config.extra_paths:
-                return searcher.search(question_of(body)).to_dict()
+            if not config.query_uses_llm():
+                return public_trace(searcher.search(question_of(body)).to_dict())
             with service.gate.enter():
-                return searcher.search(question_of(body)).to_dict()
+                return public_trace(searcher.search(question_of(body)).to_dict())
         return await run(work)
 
-    @app.post("/ask", response_model=None)
+    @app.post("/ask", response_model=None, dependencies=[Depends(reader), Depends(limited)])
     async def ask(body: AskBody) -> dict[str, Any] | StreamingResponse:
         config = config_of(body)
         if not body.stream:
             def work() -> dict[str, Any]:
                 with service.gate.enter():
-                    return Answerer(service.kb(body.kb), config).ask(question_of(body)).to_dict()
+                    return public_trace(Answerer(service.kb(body.kb), config).ask(question_of(body)).to_dict())
             return await run(work)
         loop = asyncio.get_running_loop()
         events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
@@ -159,24 +231,21 @@ def create_app(service: Service, cors_origins: list[str] | None = None) -> FastA
 
         def streamed() -> None:
             try:
-                with service.gate.enter():
+                with deadline.limit(service.timeout), service.gate.enter():  # stops at the deadline, client or not
                     answer = Answerer(service.kb(body.kb), config).ask(question_of(body),
                                                                        on_text=lambda t: emit("token", {"text": t}))
-                emit("answer", answer.to_dict())
-            except Busy:
-                emit("error", {"status": 429, "detail": "busy: every LLM slot is taken; retry shortly"})
-            except BabelragError as error:
-                emit("error", {"status": 400, "detail": str(error)})
+                emit("answer", public_trace(answer.to_dict()))
+            except (BabelragError, Busy, sqlite3.Error) as error:
+                refusal = _refusal(error)
+                emit("error", {"status": refusal.status_code, "detail": refusal.detail})
             finally:
                 emit("end", None)
 
         async def stream() -> AsyncIterator[str]:
-            worker = asyncio.ensure_future(run_in_threadpool(streamed))  # runs to its end even if the client leaves
-            app.state.workers.add(worker)
-            worker.add_done_callback(app.state.workers.discard)
+            asyncio.ensure_future(run_in_threadpool(streamed))
             try:
                 while True:
-                    kind, data = await asyncio.wait_for(events.get(), timeout=service.timeout)
+                    kind, data = await asyncio.wait_for(events.get(), timeout=service.timeout + GRACE)
                     if kind == "end":
                         break
                     yield f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False, default=str)}\n\n"
@@ -195,37 +264,37 @@ def create_app(service: Service, cors_origins: list[str] | None = None) -> FastA
 
         def work() -> dict[str, Any]:
             records = validate_all((RawRecord(r, "request", i) for i, r in enumerate(rows, start=1)), Defaults())
-            with service.write_locks[kb]:
+            with service.writing(), service.write_locks[kb]:
                 handle = service.kb(kb) if service.store.exists(kb) else None
                 report = index_records(kb, records, service.store, IngestOptions(), kb=handle)
             return {"kb": kb, "documents": report.documents, "passages": report.passages,
                     "languages": report.languages}
-        return await run(work)
+        return await run(work, write=True)
 
-    @app.delete("/kbs/{kb}/documents/{record_id}", dependencies=[Depends(writer)])
+    @app.delete("/kbs/{kb}/documents/{record_id:path}", dependencies=[Depends(writer)])  # ids may hold "/"
     async def delete_document(kb: str, record_id: str) -> dict[str, Any]:
         def work() -> dict[str, Any]:
             handle = service.kb(kb)
-            with service.write_locks[kb]:
+            with service.writing(), service.write_locks[kb]:
                 removed = handle.collection.delete(Where(must=(Match("record_id", (record_id,)),)))
                 if removed:
                     handle.refresh_manifest()
             if not removed:
                 raise HTTPException(404, f"no document '{record_id}' in '{kb}'")
             return {"kb": kb, "deleted": record_id, "passages": removed}
-        return await run(work)
+        return await run(work, write=True)
 
-    @app.get("/runs")
+    @app.get("/runs", dependencies=[Depends(reader)])
     def runs() -> list[dict[str, Any]]:
         if not service.runs.is_dir():
             return []
         return [{"id": folder.name, "complete": (folder / "COMPLETE").exists()}
                 for folder in sorted(service.runs.iterdir()) if (folder / "metrics.json").is_file()]
 
-    @app.get("/runs/{run_id}/report", response_class=HTMLResponse)
+    @app.get("/runs/{run_id}/report", response_class=HTMLResponse, dependencies=[Depends(reader)])
     async def run_report(run_id: str) -> HTMLResponse:
         folder = service.runs / run_id
-        if not RUN_ID.match(run_id) or folder.resolve().parent != service.runs.resolve() or not folder.is_dir():
+        if not RUN_ID.fullmatch(run_id) or folder.resolve().parent != service.runs.resolve() or not folder.is_dir():
             raise HTTPException(404, f"no run '{run_id}'")
         from babelrag.evaluate.report import html, load_summary
 
@@ -245,22 +314,36 @@ async def _documents(request: Request) -> list[dict[str, Any]]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
         raise HTTPException(400, "body is not UTF-8") from error
-    if "ndjson" in request.headers.get("content-type", "") or "jsonl" in request.headers.get("content-type", ""):
-        rows = []
-        for number, line in numbered_lines(text):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as error:
-                    raise HTTPException(400, f"line {number}: invalid JSON ({error.msg})") from error
-    else:
-        try:
-            payload = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise HTTPException(400, f"invalid JSON ({error.msg} at line {error.lineno})") from error
-        rows = payload.get("documents", [payload]) if isinstance(payload, dict) else payload
+    try:
+        if "ndjson" in request.headers.get("content-type", "") or "jsonl" in request.headers.get("content-type", ""):
+            rows = []
+            for number, line in numbered_lines(text):
+                if line.strip():
+                    try:
+                        rows.append(json.loads(line, parse_constant=_no_constants))
+                    except json.JSONDecodeError as error:
+                        raise HTTPException(400, f"line {number}: invalid JSON ({error.msg})") from error
+                    except ValueError as error:
+                        raise HTTPException(400, f"line {number}: {error}") from error
+        else:
+            try:
+                payload = json.loads(text, parse_constant=_no_constants)
+            except json.JSONDecodeError as error:
+                raise HTTPException(400, f"invalid JSON ({error.msg} at line {error.lineno})") from error
+            except ValueError as error:
+                raise HTTPException(400, str(error)) from error
+            rows = payload.get("documents", [payload]) if isinstance(payload, dict) else payload
+    except RecursionError as error:
+        raise HTTPException(400, f"JSON nested too deeply (at most {MAX_DEPTH} levels)") from error
     if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
         raise HTTPException(400, "expected a JSON array of documents, {\"documents\": [...]}, or JSONL")
     if len(rows) > 10_000:
         raise HTTPException(413, "at most 10,000 documents per request")
+    if any(_depth(row) > MAX_DEPTH for row in rows):
+        raise HTTPException(400, f"a document is nested too deeply (at most {MAX_DEPTH} levels) or holds an "
+                                 f"integer past 64 bits")
+    for number, row in enumerate(rows, start=1):
+        for name in ("metadata",):
+            if name in row and not isinstance(row[name], dict):
+                raise HTTPException(400, f"request:{number}: field '{name}': expected an object")
     return rows

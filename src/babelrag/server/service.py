@@ -1,13 +1,17 @@
 """What the HTTP service holds: open knowledge bases (one process owns each embedded shard), a write
-lock per KB, and a bounded gate for LLM work that says "busy" instead of queueing forever."""
+lock per KB, a bounded gate for LLM work that says "busy" instead of queueing forever, per-client
+rate limits, and the writes in flight (a shutdown waits for them before it closes the stores)."""
 from __future__ import annotations
 
 import threading
-from collections import defaultdict
+import time
+from collections import OrderedDict, defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from babelrag import deadline
+from babelrag.errors import BabelragError
 from babelrag.kb import KnowledgeBase, resolve_store
 from babelrag.store.schema import check_kb_name
 
@@ -16,8 +20,13 @@ class Busy(Exception):
     """Every LLM slot is taken and the waiting line is full."""
 
 
+class ShuttingDown(BabelragError):
+    """The service is stopping: it takes no new writes."""
+
+
 class Gate:
-    """At most ``slots`` LLM jobs run; at most ``queue`` more wait; the next one is refused."""
+    """At most ``slots`` LLM jobs run; at most ``queue`` more wait; the next one is refused. A waiting job
+    gives up when its request's deadline passes, so no slot is held for a client already gone."""
 
     def __init__(self, slots: int, queue: int):
         self._running = threading.BoundedSemaphore(slots)
@@ -28,24 +37,59 @@ class Gate:
         if not self._admitted.acquire(blocking=False):
             raise Busy
         try:
-            with self._running:
+            left = deadline.remaining()
+            if not self._running.acquire(timeout=max(left, 0.0) if left is not None else -1):
+                raise deadline.DeadlineExceeded("the request's deadline passed while it waited for an LLM slot")
+            try:
                 yield
+            finally:
+                self._running.release()
         finally:
             self._admitted.release()
+
+
+class RateLimit:
+    """A token bucket per client: ``per_minute`` requests a minute on average, bursts up to that many.
+    At most ``clients`` buckets are kept (the least recently seen go first), so memory stays bounded."""
+
+    def __init__(self, per_minute: int, clients: int = 10_000):
+        self.per_minute, self.clients = per_minute, clients
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def allow(self, client: str) -> bool:
+        if self.per_minute <= 0:
+            return True
+        now = time.monotonic()
+        with self._lock:
+            tokens, seen = self._buckets.pop(client, (float(self.per_minute), now))
+            tokens = min(self.per_minute, tokens + (now - seen) * self.per_minute / 60.0)
+            allowed = tokens >= 1.0
+            self._buckets[client] = (tokens - 1.0 if allowed else tokens, now)
+            while len(self._buckets) > self.clients:
+                self._buckets.popitem(last=False)
+        return allowed
 
 
 class Service:
     def __init__(self, store: str | None, runs: Path, api_keys: frozenset[str], llm: str | None = None,
                  llm_slots: int = 1, llm_queue: int = 8, timeout: float = 120.0, max_body: int = 10 << 20,
-                 defaults: dict | None = None):
-        """``defaults``: operator settings applied under every request's (``serve --set generate_k=3``)."""
+                 defaults: dict | None = None, read_keys: frozenset[str] = frozenset(), rate_limit: int = 120,
+                 allowed_hosts: tuple[str, ...] = ("127.0.0.1", "localhost")):
+        """``defaults``: operator settings applied under every request's (``serve --set generate_k=3``);
+        ``read_keys``: when given, reads need a key too (a write key also reads); ``rate_limit``: searches
+        and answers per client per minute (0: no limit); ``allowed_hosts``: Host headers served."""
         self.store = resolve_store(store)
         self.runs, self.api_keys, self.llm, self.timeout, self.max_body = runs, api_keys, llm, timeout, max_body
-        self.defaults = defaults or {}
+        self.defaults, self.read_keys, self.allowed_hosts = defaults or {}, read_keys, allowed_hosts
         self.gate = Gate(llm_slots, llm_queue)
+        self.rate = RateLimit(rate_limit)
         self._kbs: dict[str, KnowledgeBase] = {}
         self._open_lock = threading.Lock()
         self.write_locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
+        self._writes = 0
+        self._writes_done = threading.Condition()
+        self.closing = False
 
     def kb(self, name: str) -> KnowledgeBase:
         check_kb_name(name)
@@ -63,6 +107,24 @@ class Service:
         if kb is not None:
             kb.close()
 
-    def close(self) -> None:
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Count a write in flight; refused once the service is stopping."""
+        with self._writes_done:
+            if self.closing:
+                raise ShuttingDown("the service is shutting down; retry the write on the next one")
+            self._writes += 1
+        try:
+            yield
+        finally:
+            with self._writes_done:
+                self._writes -= 1
+                self._writes_done.notify_all()
+
+    def close(self, wait: float = 60.0) -> None:
+        """Stop taking writes, wait (up to ``wait`` seconds) for those running, then close the stores."""
+        with self._writes_done:
+            self.closing = True
+            self._writes_done.wait_for(lambda: self._writes == 0, timeout=wait)
         for name in list(self._kbs):
             self.forget(name)

@@ -33,10 +33,12 @@ from babelrag.store.schema import (
     point_id,
     scored_of,
     scroll_pages,
+    scroll_points,
 )
 from babelrag.types import Passage
 
 MANIFEST = "manifest.json"
+JOURNAL = "ingest.journal.json"
 
 
 def _match(condition: Match) -> qe.FieldCondition:
@@ -70,6 +72,22 @@ class EdgeCollection:
         tmp = self._dir / (MANIFEST + ".tmp")
         tmp.write_text(json.dumps(manifest, indent=2, ensure_ascii=False), encoding="utf-8")
         os.replace(tmp, self._dir / MANIFEST)
+
+    def read_journal(self) -> dict[str, Any] | None:
+        path = self._dir / JOURNAL
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+    def write_journal(self, journal: dict[str, Any] | None) -> None:
+        path = self._dir / JOURNAL
+        if journal is None:
+            path.unlink(missing_ok=True)
+            return
+        tmp = path.with_name(JOURNAL + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as handle:
+            json.dump(journal, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
 
     def upsert(self, points: Sequence[StoredPoint]) -> None:
         self._shard.update(qe.UpdateOperation.upsert_points([
@@ -105,6 +123,11 @@ class EdgeCollection:
         flt = _filter(where)
         return scroll_pages(lambda offset, size: self._shard.scroll(
             qe.ScrollRequest(offset=offset, limit=size, filter=flt, with_payload=True)), limit)
+
+    def points(self, where: Where | None = None) -> list[StoredPoint]:
+        flt = _filter(where)
+        return scroll_points(lambda offset, size: self._shard.scroll(
+            qe.ScrollRequest(offset=offset, limit=size, filter=flt, with_payload=True, with_vector=VECTORS)))
 
     def facet(self, key: str, where: Where | None = None) -> dict[str, int]:
         response = self._shard.facet(qe.FacetRequest(key=key, limit=10_000, exact=True, filter=_filter(where)))
@@ -156,10 +179,15 @@ class EdgeStore:
         directory = self._dir(kb)
         if self.exists(kb):
             raise StoreError(f"knowledge base '{kb}' already exists in {self.root}")
-        if directory.exists():  # leftovers of a create that failed before its manifest was written
-            shutil.rmtree(directory)
-        directory.mkdir(parents=True)
-        lock = self._lock(directory, kb)
+        directory.mkdir(parents=True, exist_ok=True)
+        lock = self._lock(directory, kb)  # before touching anything: another process may be creating it too
+        if self.exists(kb):
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            lock.close()
+            raise StoreError(f"knowledge base '{kb}' already exists in {self.root}")
+        for leftover in directory.iterdir():  # of a create that failed before its manifest was written
+            if leftover.name != ".lock":
+                shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
         config = qe.EdgeConfig(
             vectors={DENSE: qe.EdgeVectorParams(size=spec.dim, distance=qe.Distance.Dot)},
             sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
@@ -181,14 +209,34 @@ class EdgeStore:
             raise KBNotFound(kb, str(self.root), self.list())
         lock = self._lock(directory, kb)
         try:
+            manifest = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))
+            hnsw_ef = int(manifest.get("collection", {}).get("hnsw_ef", 128))
             shard = qe.EdgeShard.load(str(directory / "shard"))
-        except Exception as error:
+        except Exception as error:  # a bad manifest or shard: say so, and let go of the lock
             fcntl.flock(lock, fcntl.LOCK_UN)
             lock.close()
-            raise StoreError(f"cannot load knowledge base '{kb}' from {directory}: {error}") from error
-        manifest = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))
-        hnsw_ef = int(manifest.get("collection", {}).get("hnsw_ef", 128))
+            raise StoreError(f"cannot load knowledge base '{kb}': {type(error).__name__}: {error}") from error
         return EdgeCollection(kb, directory, shard, lock, hnsw_ef)
+
+    def replace(self, kb: str, staged: str) -> None:
+        """Two renames under both locks: a reader never opens a half-built KB, and a crash in between
+        leaves the old one beside (``<kb>.old``) rather than nothing."""
+        target, source = self._dir(kb), self._dir(staged)
+        locks = [self._lock(target, kb), self._lock(source, staged)]
+        retired = target.with_name(target.name + ".old")
+        try:
+            manifest = json.loads((source / MANIFEST).read_text(encoding="utf-8"))
+            manifest["kb"] = kb
+            (source / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False), encoding="utf-8")
+            if retired.exists():
+                shutil.rmtree(retired)
+            os.rename(target, retired)
+            os.rename(source, target)
+        finally:
+            for lock in locks:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+                lock.close()
+        shutil.rmtree(retired)
 
     def drop(self, kb: str) -> None:
         directory = self._dir(kb)

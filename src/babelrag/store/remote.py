@@ -30,10 +30,13 @@ from babelrag.store.schema import (
     point_id,
     scored_of,
     scroll_pages,
+    scroll_points,
+    spec_of,
 )
 from babelrag.types import Passage
 
 MANIFEST_KEY = "babelrag_manifest"
+JOURNAL_KEY = "babelrag_journal"
 
 
 def _match(condition: Match) -> qm.FieldCondition:
@@ -67,6 +70,13 @@ class RemoteCollection:
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         self._client.update_collection(self.name, metadata={MANIFEST_KEY: manifest})
 
+    def read_journal(self) -> dict[str, Any] | None:
+        metadata = self._client.get_collection(self.name).config.metadata or {}
+        return metadata.get(JOURNAL_KEY)
+
+    def write_journal(self, journal: dict[str, Any] | None) -> None:
+        self._client.update_collection(self.name, metadata={JOURNAL_KEY: journal})
+
     def upsert(self, points: Sequence[StoredPoint]) -> None:
         self._client.upsert(self.name, wait=True, points=[
             qm.PointStruct(id=p.point_id, payload=payload_of(p.passage), vector={
@@ -99,6 +109,11 @@ class RemoteCollection:
         flt = _filter(where)
         return scroll_pages(lambda offset, size: self._client.scroll(
             self.name, scroll_filter=flt, limit=size, offset=offset, with_payload=True), limit)
+
+    def points(self, where: Where | None = None) -> list[StoredPoint]:
+        flt = _filter(where)
+        return scroll_points(lambda offset, size: self._client.scroll(
+            self.name, scroll_filter=flt, limit=size, offset=offset, with_payload=True, with_vectors=VECTORS))
 
     def facet(self, key: str, where: Where | None = None) -> dict[str, int]:
         response = self._client.facet(self.name, key=key, limit=10_000, exact=True, facet_filter=_filter(where))
@@ -158,6 +173,17 @@ class RemoteStore:
                              f"(no manifest in its metadata)") from error
         collection._hnsw_ef = int(manifest.get("collection", {}).get("hnsw_ef", 128))
         return collection
+
+    def replace(self, kb: str, staged: str) -> None:
+        """A server cannot rename a collection: the staged points are copied over the old KB once the
+        staged one is complete (not atomic for readers of that moment, but never a lost KB)."""
+        source = self.open(staged)
+        points, manifest = source.points(), source.read_manifest()
+        self.drop(kb)
+        target = self.create(kb, spec_of(manifest), {**manifest, "kb": kb})
+        for start in range(0, len(points), 256):
+            target.upsert(points[start:start + 256])
+        self.drop(staged)
 
     def drop(self, kb: str) -> None:
         if not self.exists(kb):

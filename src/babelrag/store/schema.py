@@ -25,7 +25,7 @@ _KB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
 
 def check_kb_name(kb: str) -> str:
-    if not _KB_NAME.match(kb):
+    if not isinstance(kb, str) or not _KB_NAME.fullmatch(kb):  # fullmatch: "kb\n" is not "kb"
         raise ConfigError(f"kb: '{kb}' is not a valid name (letters, digits, '_', '-', '.'; up to 63)")
     return kb
 
@@ -39,6 +39,14 @@ class CollectionSpec:
     hnsw_ef_construct: int = 100
     full_scan_threshold_kb: int = 10_000
     hnsw_ef: int = 128
+
+
+def spec_of(manifest: Mapping[str, Any]) -> CollectionSpec:
+    """The collection settings a manifest records (to build the same collection elsewhere)."""
+    collection = manifest.get("collection") or {}
+    return CollectionSpec(dim=int(manifest["embedder"]["dim"]),
+                          **{k: int(collection[k]) for k in ("hnsw_m", "hnsw_ef_construct", "full_scan_threshold_kb",
+                                                              "hnsw_ef") if k in collection})
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +109,24 @@ def scored_of(record: Any, score: float, with_vectors: bool) -> Scored:
     return Scored(passage_of(record.payload), float(score),
                   np.asarray(dense, dtype=np.float32) if dense is not None else None,
                   frozenset(sparse.indices) if sparse is not None else None)
+
+
+def stored_of(record: Any) -> StoredPoint:
+    """A point with everything needed to write it again (rollback, copying a KB between stores)."""
+    dense, sparse = record.vector[DENSE], record.vector[SPARSE]
+    return StoredPoint(passage_of(record.payload), np.asarray(dense, dtype=np.float32),
+                       SparseTerms(tuple(int(i) for i in sparse.indices), tuple(float(v) for v in sparse.values)))
+
+
+def scroll_points(next_page: Callable[[Any, int], tuple[list[Any], Any]], page_size: int = 256) -> list[StoredPoint]:
+    """Every matching point in full, through an engine's ``(offset, size) -> (records, next)``."""
+    points: list[StoredPoint] = []
+    offset = None
+    while True:
+        records, offset = next_page(offset, page_size)
+        points.extend(stored_of(r) for r in records)
+        if offset is None:
+            return points
 
 
 def scroll_pages(next_page: Callable[[Any, int], tuple[list[Any], Any]], limit: int | None,

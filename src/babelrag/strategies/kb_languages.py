@@ -34,6 +34,8 @@ class KBLanguages:
             targets = [t for t in targets if t == config.pivot] or targets[:1]
         elif config.kb_paths == "local":
             targets = [t for t in targets if t != config.pivot] or targets[:1]
+        if not targets:  # no KB language for this country (an unknown one): nothing to translate into
+            return []
         with trace.step("translate", self.name, src=question.lang, targets=targets) as record:
             result = translate_many(translator_for(config.translator, config.llm), question.text, question.lang or "",
                                     targets, trace)

@@ -1,0 +1,45 @@
+"""An undo journal for writes, so a process killed mid-ingest leaves the KB as it was before.
+
+Before an ingest writes, it records which records it is about to replace and the points they had
+(or that it created the KB). The journal is cleared when the write is complete. Opening a KB that
+still holds a journal rolls the unfinished write back: the records' new points are deleted and the
+old ones written again — or a KB the write created is dropped.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from babelrag.store.base import Collection
+from babelrag.store.schema import Match, SparseTerms, StoredPoint, Where, passage_of, payload_of
+
+
+def begin(collection: Collection, record_ids: Sequence[str], before: Sequence[StoredPoint],
+          created: bool) -> dict[str, Any]:
+    journal = {"record_ids": list(record_ids), "created": created, "before": [
+        {"payload": payload_of(p.passage), "dense": [float(x) for x in p.dense], "indices": list(p.sparse.indices),
+         "values": list(p.sparse.values)} for p in before]}
+    collection.write_journal(journal)
+    return journal
+
+
+def end(collection: Collection) -> None:
+    collection.write_journal(None)
+
+
+def undo(collection: Collection, journal: dict[str, Any]) -> None:
+    """Put back what the unfinished write replaced (its own points go)."""
+    ids = tuple(journal["record_ids"])
+    for start in range(0, len(ids), 256):
+        collection.delete(Where(must=(Match("record_id", ids[start:start + 256]),)))
+    before = [StoredPoint(passage_of(p["payload"]), np.asarray(p["dense"], dtype=np.float32),
+                          SparseTerms(tuple(p["indices"]), tuple(p["values"]))) for p in journal["before"]]
+    for start in range(0, len(before), 256):
+        collection.upsert(before[start:start + 256])
+    end(collection)
+
+
+def pending(collection: Collection) -> dict[str, Any] | None:
+    return collection.read_journal()
