@@ -1,6 +1,7 @@
 """Shared fixtures: an isolated BABELRAG_HOME, the real shared data, and small real KBs built once."""
 from __future__ import annotations
 
+import importlib
 import json
 import os
 from pathlib import Path
@@ -30,6 +31,14 @@ def need_llm() -> str:
     if not (MODELS / f"{SMALL_LLM}.gguf").is_file():
         pytest.skip(f"{SMALL_LLM} not provisioned: run `babelrag models pull {SMALL_LLM}`")
     return SMALL_LLM
+
+
+def framework(module: str):  # noqa: ANN201
+    """An optional extra's real package: required in CI (.ci/run installs the extras and sets
+    BABELRAG_REQUIRE_EXTRAS), skipped where it is not installed."""
+    if os.environ.get("BABELRAG_REQUIRE_EXTRAS"):
+        return importlib.import_module(module)
+    return pytest.importorskip(module)
 
 
 @pytest.fixture(scope="session", autouse=True)

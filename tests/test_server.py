@@ -201,7 +201,7 @@ def test_soak_search_with_concurrent_ingest(tmp_path: Path) -> None:
     source = tmp_path / "docs.jsonl"
     source.write_text("\n".join(json.dumps(d, ensure_ascii=False) for d in DOCS), encoding="utf-8")
     index_sources("soak", [str(source)], str(tmp_path / "store"))
-    service = Service(str(tmp_path / "store"), tmp_path, frozenset({KEY}))
+    service = Service(str(tmp_path / "store"), tmp_path, frozenset({KEY}), rate_limit=0)  # one client, 2,000 asks
     questions = ["receptfria läkemedel", "pharmacies", "leki bez recepty", "medicines", "Sverige", "Polska"]
     statuses: list[int] = []
     with ThreadedServer(create_app(service)) as base, httpx.Client(base_url=base, timeout=60) as http:
@@ -249,20 +249,31 @@ def test_restart_mid_ingest_leaves_a_consistent_index(tmp_path: Path) -> None:
         pytest.fail("server did not start")
 
     big = [{"id": f"bulk-{i}", "text": f"Dokument {i}: apoteket har öppet i dag och i morgon, nummer {i}.",
-            "lang": "sv", "country": "SE"} for i in range(300)]
+            "lang": "sv", "country": "SE"} for i in range(1000)]
     process, base = start()
+
+    answered: list[int] = []
 
     def send() -> None:
         try:
-            httpx.post(f"{base}/kbs/restart/documents", json=big, headers={"X-API-Key": KEY}, timeout=120)
+            answered.append(httpx.post(f"{base}/kbs/restart/documents", json=big, headers={"X-API-Key": KEY},
+                                       timeout=120).status_code)
         except httpx.TransportError:  # the server dies under it: that is the point
             pass
 
     sender = threading.Thread(target=send, daemon=True)
     sender.start()
-    time.sleep(4)  # the 300 documents take longer than this to embed: kill the server in the middle
+    journal = Path(store) / "restart" / "ingest.journal.json"
+    for _ in range(600):  # kill it once the write has begun (its undo journal is on disk) …
+        if journal.exists():
+            break
+        time.sleep(0.05)
+    assert journal.exists(), "the write never started"
+    time.sleep(0.5)  # … and a few of its batches are in: 1,000 documents take seconds more to embed
     process.send_signal(signal.SIGKILL)
     process.wait()
+    sender.join(10)
+    assert not answered, "the write finished before the kill: the test proved nothing"
     process, base = start()
     try:
         kb = httpx.get(f"{base}/kbs", timeout=30).json()[0]  # opening it rolled the killed write back
@@ -275,7 +286,7 @@ def test_restart_mid_ingest_leaves_a_consistent_index(tmp_path: Path) -> None:
         done = httpx.post(f"{base}/kbs/restart/documents", json=big, headers={"X-API-Key": KEY}, timeout=300)
         assert done.status_code == 200  # the same ingest again completes and replaces, never doubles
         kb = httpx.get(f"{base}/kbs", timeout=30).json()[0]
-        assert kb["documents"] == kb["passages"] == len(DOCS) + 300
+        assert kb["documents"] == kb["passages"] == len(DOCS) + len(big)
     finally:
         process.terminate()
         process.wait(10)

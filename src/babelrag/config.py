@@ -225,5 +225,12 @@ def _compose(name: str) -> dict[str, Any]:
     return values
 
 
+def for_country(overrides: dict[str, Any], country: str | None) -> dict[str, Any]:
+    """A user who names the question's country means its passages plus global ones, whatever the preset
+    (the blog-ladder presets leave the filter off so the benchmark can measure the step that adds it);
+    an explicit ``country_filter`` setting still wins. Benchmarks call ``preset_config`` without this."""
+    return {"country_filter": True, **overrides} if country else overrides
+
+
 def preset_config(name: str = "default", overrides: dict[str, Any] | None = None) -> SearchConfig:
     return make_config(_merge(_compose(name), overrides or {}))

@@ -22,7 +22,7 @@ from babelrag.paths import cache_dir, default_store
 from babelrag.store import manifest as manifests
 from babelrag.store import journal
 from babelrag.store.base import Collection, Store, open_store
-from babelrag.store.schema import GLOBAL, CollectionSpec, Match, Where
+from babelrag.store.schema import GLOBAL, CollectionSpec, Match, Where, spec_of
 
 
 def embedder_for(spec: dict[str, Any] | str, trusted: bool = True) -> Embedder:
@@ -146,6 +146,36 @@ class KnowledgeBase:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def copy_kb(source: KnowledgeBase, store: Store | str, name: str | None = None, *,
+            batch: int = 512) -> KnowledgeBase:
+    """The same KB in another store (a laptop's embedded index onto a Qdrant server, or back): points and
+    vectors as stored, so nothing is re-embedded and answers match. The copy is built under a staging name
+    and renamed into place only once complete; an existing KB of that name is refused, not overwritten."""
+    store, name = resolve_store(store), name or source.name
+    if store.exists(name):
+        raise FileExistsError(f"{name!r} already exists in {store.location}; drop it first or pick another name")
+    manifest = dict(source.manifest, kb=name,
+                    components=dict(source.manifest["components"], engine=manifests.engine_of(store.location)))
+    staged = f"{name}.copy"
+    if store.exists(staged):
+        store.drop(staged)  # a copy interrupted earlier: never served, safe to discard
+    collection = store.create(staged, spec_of(manifest), manifest)
+    try:
+        points = source.collection.points()
+        for start in range(0, len(points), batch):
+            collection.upsert(points[start:start + batch])
+        collection.optimize()
+        if collection.count() != len(points):
+            raise RuntimeError(f"copy of {source.name!r} holds {collection.count()} of {len(points)} points")
+    except BaseException:
+        collection.close()
+        store.drop(staged)
+        raise
+    collection.close()
+    store.replace(name, staged)
+    return KnowledgeBase.open(name, store)
 
 
 def resolve_store(store: Store | str | None) -> Store:

@@ -19,19 +19,20 @@ def ask(
     kb: KbOpt,
     store: StoreOpt = None,
     preset: Annotated[str, typer.Option(help="Named configuration (query+context, e.g. chat+crossrag).")] = "default",
-    country: Annotated[Optional[str], typer.Option(help="The question's country.")] = None,
+    country: Annotated[Optional[str], typer.Option(help="The question's country: that country + global passages.")] = None,
     query_lang: Annotated[Optional[str], typer.Option(help="The question's language (default: detected).")] = None,
     llm: LlmOpt = None,
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="Any config field: key=value.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print answer, citations and trace as JSON.")] = False,
 ) -> None:
     """Answer a question from a knowledge base, in the question's language, citing the passages used."""
-    from babelrag.config import parse_overrides, preset_config
+    from babelrag.config import for_country, parse_overrides, preset_config
     from babelrag.generate.answerer import Answerer
     from babelrag.kb import KnowledgeBase
     from babelrag.types import Question
 
-    config = preset_config(preset, {**({"llm": llm} if llm else {}), **parse_overrides(set_ or [])})
+    config = preset_config(preset, for_country({**({"llm": llm} if llm else {}), **parse_overrides(set_ or [])},
+                                               country))
     with KnowledgeBase.open(kb, store) as handle:
         answer = Answerer(handle, config).ask(Question(question, lang=query_lang, country=country))
     if as_json:

@@ -1,4 +1,4 @@
-"""Knowledge-base commands: index, search, delete, kbs, info, languages."""
+"""Knowledge-base commands: index, search, delete, copy, kbs, info, languages."""
 from __future__ import annotations
 
 import json
@@ -67,7 +67,7 @@ def search(
     as_json: Annotated[bool, typer.Option("--json", help="Print the result and trace as JSON.")] = False,
 ) -> None:
     """Search a knowledge base; prints the passed passages (and the trace with --json)."""
-    from babelrag.config import parse_overrides, preset_config
+    from babelrag.config import for_country, parse_overrides, preset_config
     from babelrag.kb import KnowledgeBase
     from babelrag.retrieve.pipeline import Searcher
     from babelrag.types import Question
@@ -76,7 +76,7 @@ def search(
              "langs": list(split(lang)) or None, "llm": llm}
     overrides = {key: value for key, value in flags.items() if value is not None}
     overrides.update(parse_overrides(set_ or []))
-    config = preset_config(preset, overrides)
+    config = preset_config(preset, for_country(overrides, country))
     with KnowledgeBase.open(kb, store) as handle:
         result = Searcher(handle, config).search(Question(query, lang=query_lang, country=country))
     if as_json:
@@ -123,6 +123,20 @@ def delete(
             removed += handle.collection.delete(Where(must=(Match("doc_id", tuple(doc)),)))
         handle.refresh_manifest()
     err.print(f"[green]deleted[/] {removed} passages from '{kb}'")
+
+
+@app.command()
+def copy(
+    kb: KbOpt,
+    to: Annotated[str, typer.Option("--to", help="Target store: a folder (embedded) or an http(s):// Qdrant URL.")],
+    name: Annotated[Optional[str], typer.Option(help="Name in the target store (default: the same).")] = None,
+    store: StoreOpt = None,
+) -> None:
+    """Copy a knowledge base to another store as built (no re-embedding): e.g. onto a Qdrant server to scale out."""
+    from babelrag.kb import KnowledgeBase, copy_kb
+
+    with KnowledgeBase.open(kb, store) as source, copy_kb(source, to, name) as copied:
+        err.print(f"[green]copied[/] '{kb}' ({copied.manifest['passages']} passages) to '{copied.name}' in {to}")
 
 
 @app.command()

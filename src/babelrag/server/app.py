@@ -35,6 +35,7 @@ from babelrag.ingest.readers import RawRecord
 from babelrag.ingest.records import Defaults, validate_all
 from babelrag.jsonl import numbered_lines
 from babelrag.retrieve.pipeline import Searcher
+from babelrag.server.openai_compat import add_chat_routes
 from babelrag.server.schemas import AskBody, SearchBody
 from babelrag.server.service import Busy, Service, ShuttingDown
 from babelrag.store.schema import Match, Where, check_kb_name
@@ -299,6 +300,8 @@ def create_app(service: Service, cors_origins: list[str] | None = None) -> FastA
         from babelrag.evaluate.report import html, load_summary
 
         return HTMLResponse(await run(lambda: html(load_summary([folder]))))
+
+    add_chat_routes(app, service, reader, limited, run, _refusal)
 
     @app.get("/", response_class=HTMLResponse)
     def page() -> HTMLResponse:

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from babelrag.config import SearchConfig, make_config, preset_config
+from babelrag.config import SearchConfig, for_country, make_config, preset_config
 from babelrag.errors import ConfigError
 
 KB_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
@@ -63,7 +63,7 @@ class SearchBody(BaseModel):
 
     def config(self, llm: str | None, defaults: dict[str, Any] | None = None, seconds: float | None = None) -> SearchConfig:
         """The request's configuration; ``seconds`` (the request deadline) bounds CORAL's model budget."""
-        base = preset_config(self.preset, {**(defaults or {}), **self.settings}).model_dump()
+        base = preset_config(self.preset, for_country({**(defaults or {}), **self.settings}, self.country)).model_dump()
         if llm:
             base["llm"] = llm
         base["answer_tokens"] = min(base["answer_tokens"], LIMITS["answer_tokens"])

@@ -222,6 +222,7 @@ class EdgeStore:
         """Two renames under both locks: a reader never opens a half-built KB, and a crash in between
         leaves the old one beside (``<kb>.old``) rather than nothing."""
         target, source = self._dir(kb), self._dir(staged)
+        target.mkdir(parents=True, exist_ok=True)  # a first copy has no old KB: an empty one stands in
         locks = [self._lock(target, kb), self._lock(source, staged)]
         retired = target.with_name(target.name + ".old")
         try:

@@ -179,7 +179,8 @@ class RemoteStore:
         staged one is complete (not atomic for readers of that moment, but never a lost KB)."""
         source = self.open(staged)
         points, manifest = source.points(), source.read_manifest()
-        self.drop(kb)
+        if self.exists(kb):
+            self.drop(kb)
         target = self.create(kb, spec_of(manifest), {**manifest, "kb": kb})
         for start in range(0, len(points), 256):
             target.upsert(points[start:start + 256])

@@ -1,0 +1,166 @@
+"""An OpenAI-compatible chat endpoint: any chat UI or SDK that speaks chat-completions can ask a KB.
+
+``model`` names a KB and a preset: ``xquad-dev`` (MultiRAG), ``xquad-dev:chat``, ``xquad-dev:tuned``…
+(``GET /v1/models`` lists them). The question is the **last user message**; its language is detected
+(or ``lang`` given beside the messages, as ``country`` may be). Earlier turns and system messages are
+not read: the answer comes from the KB's evidence for that question alone, so rephrase a follow-up
+as a full question. The answer cites its passages as [n] in the text, and the passages travel in the
+extra field ``citations`` (number, id, doc_id, lang, source_lang, translated, text) — in the last
+chunk when streamed — with ``warnings`` for any model failure on the way. Auth, rate limits,
+deadlines and the LLM gate are those of ``/ask``.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Literal
+
+from fastapi import Depends, FastAPI, HTTPException
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
+
+from babelrag import deadline
+from babelrag.errors import BabelragError
+from babelrag.generate.answerer import Answerer
+from babelrag.server.schemas import KB_PATTERN, LANG, SearchBody
+from babelrag.server.service import Busy, Service
+from babelrag.types import Answer, Question
+
+DEFAULT_PRESET = "multirag"
+LISTED_PRESETS = ("multirag", "chat", "delta+crossrag")
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    role: Literal["system", "user", "assistant", "tool", "developer"]
+    content: str | list[dict[str, Any]] | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, list):  # content parts: the text ones
+            return " ".join(str(part.get("text", "")) for part in self.content if part.get("type") == "text")
+        return self.content or ""
+
+
+class ChatBody(BaseModel):
+    model_config = ConfigDict(extra="allow")  # OpenAI clients send more (temperature, user, …): ignored
+
+    model: str = Field(min_length=1, max_length=140)
+    messages: list[ChatMessage] = Field(min_length=1, max_length=200)
+    stream: bool = False
+    max_tokens: int | None = Field(None, ge=1, le=512)
+    country: str | None = Field(None, min_length=1, max_length=16, pattern=r"^[A-Za-z0-9_-]+$")
+    lang: str | None = Field(None, pattern=LANG)
+
+    def target(self) -> tuple[str, str]:
+        kb, _, preset = self.model.partition(":")
+        return kb, preset or DEFAULT_PRESET
+
+    def question(self) -> str:
+        users = [m for m in self.messages if m.role == "user" and m.text().strip()]
+        if not users:
+            raise HTTPException(400, "messages: no user message with text (the last one is the question)")
+        text = users[-1].text().strip()
+        if len(text) > 2000:
+            raise HTTPException(400, "the question (last user message) is over 2,000 characters")
+        return text
+
+
+def cited_text(answer: Answer) -> str:
+    """The answer with its citations as [n]; attributed ones (the model named none) are appended."""
+    if answer.cited_how == "attributed":
+        return f"{answer.text} " + "".join(f"[{c.number}]" for c in answer.citations)
+    return answer.text
+
+
+def citations(answer: Answer) -> list[dict[str, Any]]:
+    return [{"number": c.number, "id": c.passage.id, "doc_id": c.passage.doc_id, "lang": c.lang,
+             "source_lang": c.passage.lang, "translated": c.translated, "text": c.text} for c in answer.citations]
+
+
+def usage(answer: Answer) -> dict[str, int]:
+    prompt = sum(c.prompt_tokens for c in answer.trace.llm_calls)
+    completion = sum(c.completion_tokens for c in answer.trace.llm_calls)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def add_chat_routes(app: FastAPI, service: Service, reader: Callable, limited: Callable,
+                    run: Callable, refusal: Callable[[Exception], HTTPException]) -> None:
+    @app.get("/v1/models", dependencies=[Depends(reader)])
+    async def models() -> dict[str, Any]:
+        def listing() -> list[dict[str, Any]]:
+            out = []
+            for kb in service.store.list():
+                presets = [*LISTED_PRESETS, *(["tuned"] if service.kb(kb).manifest.get("profile") else [])]
+                out += [{"id": kb if p == DEFAULT_PRESET else f"{kb}:{p}", "object": "model", "owned_by": "babelrag",
+                         "created": 0} for p in presets]
+            return out
+        return {"object": "list", "data": await run(listing)}
+
+    @app.post("/v1/chat/completions", response_model=None, dependencies=[Depends(reader), Depends(limited)])
+    async def chat(body: ChatBody) -> dict[str, Any] | StreamingResponse:
+        kb, preset = body.target()
+        if not re.fullmatch(KB_PATTERN, kb) or not service.store.exists(kb):
+            raise HTTPException(404, f"model '{body.model}': no knowledge base '{kb}' (GET /v1/models lists them)")
+        settings = {"answer_tokens": body.max_tokens} if body.max_tokens else {}
+        try:  # the same bounds as /ask
+            config = SearchBody(kb=kb, question=body.question(), country=body.country, preset=preset,
+                                settings=settings).config(
+                service.llm, service.defaults, service.timeout)
+        except (BabelragError, ValueError) as error:
+            raise HTTPException(400, f"model '{body.model}': {error}") from error
+        question = Question(body.question(), lang=body.lang, country=body.country)
+        head = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "created": int(time.time()), "model": body.model}
+        if not body.stream:
+            def work() -> dict[str, Any]:
+                with service.gate.enter():
+                    answer = Answerer(service.kb(kb), config).ask(question)
+                return {**head, "object": "chat.completion", "usage": usage(answer),
+                        "choices": [{"index": 0, "finish_reason": "stop",
+                                     "message": {"role": "assistant", "content": cited_text(answer)}}],
+                        "citations": citations(answer), "warnings": answer.trace.warnings()}
+            return await run(work)
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+
+        def emit(kind: str, data: Any) -> None:
+            loop.call_soon_threadsafe(events.put_nowait, (kind, data))
+
+        def streamed() -> None:
+            try:
+                with deadline.limit(service.timeout), service.gate.enter():
+                    answer = Answerer(service.kb(kb), config).ask(question, on_text=lambda t: emit("text", t))
+                emit("answer", answer)
+            except (BabelragError, Busy) as error:
+                emit("error", refusal(error))
+            finally:
+                emit("end", None)
+
+        def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
+            data = {**head, "object": "chat.completion.chunk",
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+            return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+        async def stream() -> AsyncIterator[str]:
+            asyncio.ensure_future(run_in_threadpool(streamed))
+            yield chunk({"role": "assistant", "content": ""})
+            while True:
+                kind, data = await events.get()
+                if kind == "text":
+                    yield chunk({"content": data})
+                elif kind == "answer":
+                    tail = cited_text(data)[len(data.text):]  # attributed citations, appended
+                    yield chunk({"content": tail} if tail else {}, "stop", usage=usage(data),
+                                citations=citations(data), warnings=data.trace.warnings())
+                elif kind == "error":
+                    yield f"data: {json.dumps({'error': {'code': data.status_code, 'message': data.detail}})}\n\n"
+                else:
+                    break
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(stream(), media_type="text/event-stream")

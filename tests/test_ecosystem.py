@@ -1,0 +1,187 @@
+"""Meeting users where they are: the public Python API, the OpenAI-compatible chat endpoint driven by the
+official `openai` client over loopback (streaming included), and copying a KB between stores."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import babelrag
+from conftest import framework
+from babelrag.config import preset_config
+from babelrag.kb import KnowledgeBase, copy_kb
+from babelrag.models.llm import Completion
+from babelrag.models.registry import register_llm
+from babelrag.retrieve.pipeline import Searcher
+from babelrag.server.app import create_app
+from babelrag.server.service import Service
+
+DOCS = [{"id": "se", "text": "Apoteket säljer receptfria läkemedel i hela Sverige.", "lang": "sv", "country": "SE"},
+        {"id": "se-en", "text": "Swedish pharmacies sell over-the-counter medicines.", "lang": "en", "country": "SE"},
+        {"id": "pl", "text": "Apteka sprzedaje leki bez recepty w całej Polsce.", "lang": "pl", "country": "PL"}]
+
+
+class Citing:
+    """A generator that answers from passage [1], in pieces (so streaming has something to stream)."""
+
+    name = "citing-generator"
+    prompts: list[str] = []
+
+    def complete(self, messages, json_schema=None, max_tokens=256, temperature=0.0, seed=0) -> Completion:  # noqa: ANN001
+        self.prompts.append("\n".join(m["content"] for m in messages))
+        return Completion("Apoteket [1].", 30, 4, 0.01, self.name)
+
+    def stream(self, messages, on_text, max_tokens=256, temperature=0.0, seed=0) -> Completion:  # noqa: ANN001
+        completion = self.complete(messages)
+        for piece in ("Apoteket", " [1]", "."):
+            on_text(piece)
+        return completion
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    folder = tmp_path_factory.mktemp("api")
+    babelrag.index("pharma", DOCS, store=str(folder / "store"))
+    return str(folder / "store")
+
+
+@pytest.fixture(scope="module")
+def citing():  # noqa: ANN201
+    register_llm(Citing.name, Citing())
+    yield Citing.name
+    register_llm(Citing.name, None)
+
+
+def test_the_python_api(store: str, citing: str) -> None:
+    with babelrag.open_kb("pharma", store) as kb:
+        assert kb.languages == {"sv": 1, "en": 1, "pl": 1} and kb.countries == ["PL", "SE"]
+        result = kb.search("Var köper jag receptfria läkemedel?", country="SE")
+        assert isinstance(result, babelrag.SearchResult) and result.evidence.doc_ids()[0] == "se"
+        assert {h.passage.country for h in result.evidence.hits} == {"SE"}
+        answer = kb.ask("Var köper jag receptfria läkemedel?", country="SE", llm=citing)
+        assert isinstance(answer, babelrag.Answer) and answer.citations[0].passage.id == "se"
+        pieces = list(kb.ask_stream("Var köper jag receptfria läkemedel?", country="SE", llm=citing))
+        assert pieces[:3] == ["Apoteket", " [1]", "."] and isinstance(pieces[-1], babelrag.Answer)
+        report = kb.index([{"id": "pl-en", "text": "Polish pharmacies sell medicines.", "lang": "en", "country": "PL"}])
+        assert report.documents == 1 and kb.languages["en"] == 2
+        assert kb.search("Polish pharmacies", country="PL", k=1).evidence.doc_ids() == ["pl-en"]
+    assert {"index", "open_kb", "KB", "PRESETS"} <= set(babelrag.__all__)
+
+
+class ThreadedServer:
+    def __init__(self, app: object):
+        import socket
+
+        import uvicorn
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        while not self.server.started:
+            time.sleep(0.05)
+        return f"http://127.0.0.1:{self.port}"
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+@pytest.mark.slow
+def test_the_openai_client_gets_cited_answers_streamed_or_not(store: str, citing: str, tmp_path: Path) -> None:
+    openai = framework("openai")
+    copy = tmp_path / "served"  # the module's store stays with the API test
+    babelrag.index("pharma", DOCS, store=str(copy))
+    service = Service(str(copy), tmp_path, frozenset({"k" * 20}), llm=citing)
+    with ThreadedServer(create_app(service)) as base:
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="unused-without-read-keys")
+        listed = [m.id for m in client.models.list()]
+        assert {"pharma", "pharma:chat"} <= set(listed)
+        history = [{"role": "system", "content": "You are helpful."},
+                   {"role": "user", "content": "Hej!"}, {"role": "assistant", "content": "Hej! Vad undrar du?"},
+                   {"role": "user", "content": "Var köper jag receptfria läkemedel?"}]
+        Citing.prompts.clear()
+        reply = client.chat.completions.create(model="pharma", messages=history, extra_body={"country": "SE"})
+        asked = Citing.prompts[-1]  # the last user turn is the question; earlier turns are not sent on
+        assert "Var köper jag receptfria läkemedel?" in asked and "Hej!" not in asked
+        assert reply.choices[0].message.content == "Apoteket [1]."
+        cited = reply.model_extra["citations"]
+        assert cited[0]["number"] == 1 and cited[0]["id"] == "se" and cited[0]["lang"] == "sv"
+        assert reply.usage.completion_tokens == 4
+        stream = client.chat.completions.create(model="pharma", messages=history, stream=True,
+                                                extra_body={"country": "SE"})
+        chunks = list(stream)
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        assert text == "Apoteket [1]." and chunks[-1].choices[0].finish_reason == "stop"
+        assert chunks[-1].model_extra["citations"][0]["id"] == "se"
+        with pytest.raises(openai.NotFoundError):
+            client.chat.completions.create(model="nowhere", messages=history)
+        with pytest.raises(openai.BadRequestError):
+            client.chat.completions.create(model="pharma", messages=[{"role": "system", "content": "x"}])
+    service.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["edge", ":memory:"])
+def test_a_kb_copied_between_stores_answers_identically(store: str, tmp_path: Path, target: str) -> None:
+    destination = str(tmp_path / "copy") if target == "edge" else ":memory:"
+    config = preset_config("learned")
+    with KnowledgeBase.open("pharma", store) as source, copy_kb(source, destination, "pharma-copy") as copied:
+        for question in ["Var köper jag receptfria läkemedel?", "Polish pharmacies", "leki bez recepty"]:
+            mine = Searcher(source, config).search(question).evidence
+            theirs = Searcher(copied, config).search(question).evidence
+            assert [(h.passage.id, round(h.score, 4)) for h in mine.hits] == \
+                [(h.passage.id, round(h.score, 4)) for h in theirs.hits] and mine.hits
+        assert copied.manifest["kb"] == "pharma-copy" and copied.store.list() == ["pharma-copy"]
+        assert copied.manifest["passages"] == source.manifest["passages"]
+        assert copied.manifest["languages"] == source.manifest["languages"]
+        with pytest.raises(FileExistsError, match="already exists"):
+            copy_kb(source, copied.store, "pharma-copy")
+
+
+@pytest.mark.slow
+def test_a_haystack_pipeline_retrieves_from_a_kb(store: str) -> None:
+    haystack = framework("haystack")
+    from haystack.components.builders import PromptBuilder
+
+    from babelrag.integrations.haystack import BabelragRetriever
+
+    pipeline = haystack.Pipeline()
+    pipeline.add_component("retriever", BabelragRetriever(kb="pharma", store=store, preset="learned", top_k=2))
+    pipeline.add_component("prompt", PromptBuilder("{% for d in documents %}[{{ d.meta.lang }}] {{ d.content }}\n"
+                                                   "{% endfor %}Q: {{ query }}", required_variables=["documents"]))
+    pipeline.connect("retriever.documents", "prompt.documents")
+    question = "Var köper jag receptfria läkemedel?"
+    result = pipeline.run({"retriever": {"query": question, "country": "SE"}, "prompt": {"query": question}},
+                          include_outputs_from={"retriever"})
+    documents = result["retriever"]["documents"]
+    assert [d.id for d in documents][0] == "se" and {d.meta["country"] for d in documents} == {"SE"}
+    assert documents[0].score > documents[1].score and documents[0].meta["lang"] == "sv"
+    assert result["prompt"]["prompt"].startswith("[sv] Apoteket säljer")
+    restored = haystack.Pipeline.loads(pipeline.dumps(), allowed_modules=["babelrag.integrations.haystack"])
+    assert restored.get_component("retriever").preset == "learned"
+    pipeline.get_component("retriever").close()
+
+
+@pytest.mark.slow
+def test_a_llama_index_query_engine_retrieves_from_a_kb(store: str) -> None:
+    framework("llama_index.core")
+    from llama_index.core.llms import MockLLM
+    from llama_index.core.query_engine import RetrieverQueryEngine
+
+    from babelrag.integrations.llama_index import BabelragRetriever
+
+    with babelrag.open_kb("pharma", store) as kb:
+        retriever = BabelragRetriever(kb, preset="learned", top_k=2, country="PL")
+        engine = RetrieverQueryEngine.from_args(retriever, llm=MockLLM(max_tokens=8))
+        response = engine.query("Gdzie kupię leki bez recepty?")
+        nodes = response.source_nodes
+        assert nodes[0].node.node_id == "pl" and nodes[0].node.metadata["lang"] == "pl"
+        assert {n.node.metadata["country"] for n in nodes} == {"PL"} and nodes[0].score > nodes[-1].score
