@@ -2,7 +2,6 @@
 official `openai` client over loopback (streaming included), and copying a KB between stores."""
 from __future__ import annotations
 
-import json
 import threading
 import time
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import babelrag
+from babelrag import deadline
 from conftest import framework
 from babelrag.config import preset_config
 from babelrag.kb import KnowledgeBase, copy_kb
@@ -18,6 +18,9 @@ from babelrag.models.registry import register_llm
 from babelrag.retrieve.pipeline import Searcher
 from babelrag.server.app import create_app
 from babelrag.server.service import Service
+from babelrag.store import journal
+from babelrag.store.base import open_store
+from babelrag.store.schema import spec_of
 
 DOCS = [{"id": "se", "text": "Apoteket säljer receptfria läkemedel i hela Sverige.", "lang": "sv", "country": "SE"},
         {"id": "se-en", "text": "Swedish pharmacies sell over-the-counter medicines.", "lang": "en", "country": "SE"},
@@ -41,6 +44,32 @@ class Citing:
         return completion
 
 
+class Broken(Citing):
+    """A generator that fails in a way nobody planned for (a bug, not a model failure)."""
+
+    name = "broken-generator"
+
+    def stream(self, messages, on_text, max_tokens=256, temperature=0.0, seed=0) -> Completion:  # noqa: ANN001
+        on_text("Apo")
+        raise RuntimeError("a bug")
+
+
+class Endless(Citing):
+    """Streams until told to stop, checking the deadline between pieces as the real backends do."""
+
+    name = "endless-generator"
+    stopped_after: list[int] = []
+
+    def stream(self, messages, on_text, max_tokens=256, temperature=0.0, seed=0) -> Completion:  # noqa: ANN001
+        for sent in range(5000):
+            if (left := deadline.remaining()) is not None and left <= 0:
+                break
+            on_text("x")
+            time.sleep(0.002)
+        self.stopped_after.append(sent)
+        return Completion("x" * sent, 30, sent, 0.01, self.name)
+
+
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> str:
     folder = tmp_path_factory.mktemp("api")
@@ -51,8 +80,12 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> str:
 @pytest.fixture(scope="module")
 def citing():  # noqa: ANN201
     register_llm(Citing.name, Citing())
+    register_llm(Broken.name, Broken())
+    register_llm(Endless.name, Endless())
     yield Citing.name
     register_llm(Citing.name, None)
+    register_llm(Broken.name, None)
+    register_llm(Endless.name, None)
 
 
 def test_the_python_api(store: str, citing: str) -> None:
@@ -69,6 +102,18 @@ def test_the_python_api(store: str, citing: str) -> None:
         assert report.documents == 1 and kb.languages["en"] == 2
         assert kb.search("Polish pharmacies", country="PL", k=1).evidence.doc_ids() == ["pl-en"]
     assert {"index", "open_kb", "KB", "PRESETS"} <= set(babelrag.__all__)
+
+
+def test_a_stream_the_caller_leaves_stops_generating(store: str, citing: str) -> None:
+    with babelrag.open_kb("pharma", store) as kb:
+        pieces = kb.ask_stream("Var köper jag receptfria läkemedel?", country="SE", llm=Endless.name)
+        assert [next(pieces) for _ in range(3)] == ["x", "x", "x"]
+        pieces.close()  # the caller has what it wanted
+        for _ in range(200):
+            if Endless.stopped_after:
+                break
+            time.sleep(0.01)
+        assert Endless.stopped_after and Endless.stopped_after[0] < 1000  # not the 5,000 it would have made
 
 
 class ThreadedServer:
@@ -99,9 +144,11 @@ def test_the_openai_client_gets_cited_answers_streamed_or_not(store: str, citing
     openai = framework("openai")
     copy = tmp_path / "served"  # the module's store stays with the API test
     babelrag.index("pharma", DOCS, store=str(copy))
-    service = Service(str(copy), tmp_path, frozenset({"k" * 20}), llm=citing)
+    service = Service(str(copy), tmp_path, frozenset({"k" * 20}), llm=citing, read_keys=frozenset({"r" * 20}))
     with ThreadedServer(create_app(service)) as base:
-        client = openai.OpenAI(base_url=f"{base}/v1", api_key="unused-without-read-keys")
+        with pytest.raises(openai.AuthenticationError):  # reads need a key here: the SDK's api_key is it
+            openai.OpenAI(base_url=f"{base}/v1", api_key="wrong").models.list()
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="r" * 20)
         listed = [m.id for m in client.models.list()]
         assert {"pharma", "pharma:chat"} <= set(listed)
         history = [{"role": "system", "content": "You are helpful."},
@@ -121,6 +168,11 @@ def test_the_openai_client_gets_cited_answers_streamed_or_not(store: str, citing
         text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
         assert text == "Apoteket [1]." and chunks[-1].choices[0].finish_reason == "stop"
         assert chunks[-1].model_extra["citations"][0]["id"] == "se"
+        service.llm = Broken.name  # a bug mid-stream ends the stream with an error, never a quiet [DONE]
+        broken = client.chat.completions.create(model="pharma", messages=history, stream=True)
+        with pytest.raises(openai.APIError, match="internal error"):
+            list(broken)
+        service.llm = citing
         with pytest.raises(openai.NotFoundError):
             client.chat.completions.create(model="nowhere", messages=history)
         with pytest.raises(openai.BadRequestError):
@@ -131,19 +183,46 @@ def test_the_openai_client_gets_cited_answers_streamed_or_not(store: str, citing
 @pytest.mark.slow
 @pytest.mark.parametrize("target", ["edge", ":memory:"])
 def test_a_kb_copied_between_stores_answers_identically(store: str, tmp_path: Path, target: str) -> None:
-    destination = str(tmp_path / "copy") if target == "edge" else ":memory:"
+    destination = open_store(str(tmp_path / "copy") if target == "edge" else ":memory:")
     config = preset_config("learned")
-    with KnowledgeBase.open("pharma", store) as source, copy_kb(source, destination, "pharma-copy") as copied:
-        for question in ["Var köper jag receptfria läkemedel?", "Polish pharmacies", "leki bez recepty"]:
-            mine = Searcher(source, config).search(question).evidence
-            theirs = Searcher(copied, config).search(question).evidence
-            assert [(h.passage.id, round(h.score, 4)) for h in mine.hits] == \
-                [(h.passage.id, round(h.score, 4)) for h in theirs.hits] and mine.hits
-        assert copied.manifest["kb"] == "pharma-copy" and copied.store.list() == ["pharma-copy"]
-        assert copied.manifest["passages"] == source.manifest["passages"]
-        assert copied.manifest["languages"] == source.manifest["languages"]
-        with pytest.raises(FileExistsError, match="already exists"):
-            copy_kb(source, copied.store, "pharma-copy")
+    with KnowledgeBase.open("pharma", store) as source:
+        with copy_kb(source, destination, "pharma-copy", batch=2) as copied:  # several pages
+            for question in ["Var köper jag receptfria läkemedel?", "Polish pharmacies", "leki bez recepty"]:
+                mine = Searcher(source, config).search(question).evidence
+                theirs = Searcher(copied, config).search(question).evidence
+                assert [(h.passage.id, round(h.score, 4)) for h in mine.hits] == \
+                    [(h.passage.id, round(h.score, 4)) for h in theirs.hits] and mine.hits
+            assert copied.manifest["kb"] == "pharma-copy" and destination.list() == ["pharma-copy"]
+            assert copied.manifest["passages"] == source.manifest["passages"]
+            assert copied.manifest["languages"] == source.manifest["languages"]
+        with pytest.raises(FileExistsError, match="already exists"):  # a complete copy is never overwritten
+            copy_kb(source, destination, "pharma-copy")
+
+
+@pytest.mark.slow
+def test_an_interrupted_copy_is_never_served_and_can_be_redone(store: str, tmp_path: Path) -> None:
+    destination = open_store(str(tmp_path / "copy"))
+    with KnowledgeBase.open("pharma", store) as source:
+        real_upsert = type(source.collection).upsert
+        calls = []
+
+        def dies_on_the_second_page(collection, points):  # noqa: ANN001, ANN202
+            calls.append(len(points))
+            if len(calls) == 2:
+                raise KeyboardInterrupt  # as a Ctrl-C midway would
+            return real_upsert(collection, points)
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(type(source.collection), "upsert", dies_on_the_second_page)
+            with pytest.raises(KeyboardInterrupt):
+                copy_kb(source, destination, "half", batch=1)
+        assert destination.list() == []  # the partial copy was dropped
+        unfinished = destination.create("half", spec_of(source.manifest), dict(source.manifest, kb="half"))
+        journal.begin(unfinished, [], [], created=True)  # a copy killed before it could drop itself
+        unfinished.upsert(list(source.collection.points())[:1])
+        unfinished.close()
+        with copy_kb(source, destination, "half") as redone:  # replaces the unfinished one
+            assert redone.manifest["passages"] == source.manifest["passages"]
 
 
 @pytest.mark.slow
@@ -184,4 +263,5 @@ def test_a_llama_index_query_engine_retrieves_from_a_kb(store: str) -> None:
         response = engine.query("Gdzie kupię leki bez recepty?")
         nodes = response.source_nodes
         assert nodes[0].node.node_id == "pl" and nodes[0].node.metadata["lang"] == "pl"
-        assert {n.node.metadata["country"] for n in nodes} == {"PL"} and nodes[0].score > nodes[-1].score
+        assert {n.node.metadata["country"] for n in nodes} == {"PL"}
+        assert [n.score for n in nodes] == sorted((n.score for n in nodes), reverse=True)

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from babelrag import deadline
 from babelrag.config import SearchConfig, for_country, preset_config
 from babelrag.generate.answerer import Answerer
 from babelrag.ingest.pipeline import IngestOptions, IngestReport, index_records, index_sources
@@ -32,10 +34,12 @@ from babelrag.store.base import Store
 from babelrag.types import Answer, Question, SearchResult
 
 Records = Iterable[Mapping[str, Any]]
+KEPT_CONFIGS = 16
 
 
-def _config(preset: str, settings: Mapping[str, Any] | None, country: str | None, **fixed: Any) -> SearchConfig:
-    given = {**{k: v for k, v in fixed.items() if v is not None}, **dict(settings or {})}
+def _config(preset: str, settings: Mapping[str, Any] | None, country: str | None, **explicit: Any) -> SearchConfig:
+    """Arguments given by name (``k``, ``llm``) win over the same field in ``settings``."""
+    given = {**dict(settings or {}), **{k: v for k, v in explicit.items() if v is not None}}
     return preset_config(preset, for_country(given, country))
 
 
@@ -45,8 +49,8 @@ class KB:
 
     def __init__(self, name: str, store: Store | str | None = None):
         self._kb = KnowledgeBase.open(name, store)
-        self._searchers: dict[str, Searcher] = {}
-        self._answerers: dict[str, Answerer] = {}
+        self._searchers: OrderedDict[str, Searcher] = OrderedDict()
+        self._answerers: OrderedDict[str, Answerer] = OrderedDict()
         self._lock = threading.Lock()
 
     @property
@@ -68,18 +72,22 @@ class KB:
         return dict(self._kb.manifest)
 
     def _searcher(self, config: SearchConfig) -> Searcher:
-        key = config.model_dump_json()
-        with self._lock:
-            if key not in self._searchers:
-                self._searchers[key] = Searcher(self._kb, config)
-            return self._searchers[key]
+        return self._kept(self._searchers, config, Searcher)
 
     def _answerer(self, config: SearchConfig) -> Answerer:
+        return self._kept(self._answerers, config, Answerer)
+
+    def _kept(self, kept: OrderedDict[str, Any], config: SearchConfig, build: Any) -> Any:
+        """The last ``KEPT_CONFIGS`` configurations' searchers or answerers (a caller varying ``k`` per
+        call does not grow memory without bound)."""
         key = config.model_dump_json()
         with self._lock:
-            if key not in self._answerers:
-                self._answerers[key] = Answerer(self._kb, config)
-            return self._answerers[key]
+            if key not in kept:
+                kept[key] = build(self._kb, config)
+                while len(kept) > KEPT_CONFIGS:
+                    kept.popitem(last=False)
+            kept.move_to_end(key)
+            return kept[key]
 
     def search(self, question: str, *, preset: str = "default", country: str | None = None, lang: str | None = None,
                k: int | None = None, settings: Mapping[str, Any] | None = None, llm: str | None = None) -> SearchResult:
@@ -100,24 +108,29 @@ class KB:
         """Like ``ask``, yielding the answer's text as it is generated (``str`` pieces), then the ``Answer``."""
         answerer = self._answerer(_config(preset, settings, country, llm=llm))
         events: queue.Queue[object] = queue.Queue()
+        budget = deadline.Budget()  # called off when the caller stops iterating: generation stops too
 
         def work() -> None:
             try:
-                events.put(answerer.ask(Question(question, lang, country), on_text=events.put))
+                with deadline.limit(budget):
+                    events.put(answerer.ask(Question(question, lang, country), on_text=events.put))
             except BaseException as error:  # noqa: BLE001 - handed to the caller's thread
                 events.put(error)
 
         threading.Thread(target=work, daemon=True).start()
-        while True:
-            event = events.get()
-            if isinstance(event, BaseException):
-                raise event
-            yield event  # type: ignore[misc]
-            if isinstance(event, Answer):
-                return
+        try:
+            while True:
+                event = events.get()
+                if isinstance(event, BaseException):
+                    raise event
+                yield event  # type: ignore[misc]
+                if isinstance(event, Answer):
+                    return
+        finally:
+            budget.cancel()
 
-    def index(self, data: Records | Sequence[str | Path], *, lang: str | None = None, country: str | None = None,
-              scope: str | None = None) -> IngestReport:
+    def index(self, data: Records | Sequence[str | Path] | str | Path, *, lang: str | None = None,
+              country: str | None = None, scope: str | None = None) -> IngestReport:
         """Add or replace records (dicts with ``id`` and ``text``, optional ``lang``, ``country``, ``title``,
         ``doc_id``, ``metadata``…) or files and folders; all or nothing."""
         defaults = Defaults(lang=lang, country=country, scope=scope)  # type: ignore[arg-type]
@@ -134,14 +147,19 @@ class KB:
         self.close()
 
 
-def _raw(data: Records | Sequence[str | Path]) -> Iterator[RawRecord]:
+def _raw(data: Records | Sequence[str | Path] | str | Path) -> Iterator[RawRecord]:
     from babelrag.ingest.readers import read_source
 
-    for number, item in enumerate(data, start=1):
+    for number, item in enumerate(_items(data), start=1):
         if isinstance(item, (str, Path)):
             yield from read_source(item)
         else:
             yield RawRecord(dict(item), "records", number)
+
+
+def _items(data: Records | Sequence[str | Path] | str | Path) -> list[Any]:
+    """One path is a source, not a sequence of characters; a single record is one record."""
+    return [data] if isinstance(data, (str, Path, Mapping)) else list(data)
 
 
 def open_kb(name: str, store: Store | str | None = None) -> KB:
@@ -149,13 +167,13 @@ def open_kb(name: str, store: Store | str | None = None) -> KB:
     return KB(name, store)
 
 
-def index(name: str, data: Records | Sequence[str | Path], store: Store | str | None = None, *,
+def index(name: str, data: Records | Sequence[str | Path] | str | Path, store: Store | str | None = None, *,
           lang: str | None = None, country: str | None = None, scope: str | None = None,
           rebuild: bool = False) -> IngestReport:
     """Create the knowledge base if needed and index records or files into it; all or nothing."""
     defaults = Defaults(lang=lang, country=country, scope=scope)  # type: ignore[arg-type]
     options = IngestOptions(defaults=defaults, rebuild=rebuild)
-    items = list(data)
+    items = _items(data)
     if items and all(isinstance(item, (str, Path)) for item in items):
         return index_sources(name, [str(item) for item in items], store, options)
     return index_records(name, validate_all(_raw(items), defaults), store, options)

@@ -13,7 +13,17 @@ from contextvars import ContextVar
 
 from babelrag.errors import BabelragError
 
-_deadline: ContextVar[float | None] = ContextVar("babelrag_deadline", default=None)
+class Budget:
+    """A deadline that can also be called off early: a reader who stopped listening (``cancel``)."""
+
+    def __init__(self, seconds: float | None = None):
+        self.ends = None if seconds is None else time.monotonic() + seconds
+
+    def cancel(self) -> None:
+        self.ends = time.monotonic()
+
+
+_deadline: ContextVar[Budget | None] = ContextVar("babelrag_deadline", default=None)
 
 
 class DeadlineExceeded(BabelragError):
@@ -21,18 +31,19 @@ class DeadlineExceeded(BabelragError):
 
 
 @contextmanager
-def limit(seconds: float) -> Iterator[None]:
-    token = _deadline.set(time.monotonic() + seconds)
+def limit(seconds: float | Budget) -> Iterator[Budget]:
+    budget = seconds if isinstance(seconds, Budget) else Budget(seconds)
+    token = _deadline.set(budget)
     try:
-        yield
+        yield budget
     finally:
         _deadline.reset(token)
 
 
 def remaining() -> float | None:
     """Seconds left, or None without a deadline."""
-    deadline = _deadline.get()
-    return None if deadline is None else deadline - time.monotonic()
+    budget = _deadline.get()
+    return None if budget is None or budget.ends is None else budget.ends - time.monotonic()
 
 
 def check(what: str) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from babelrag.errors import IndexMismatch, KBNotFound
+from babelrag.errors import IndexMismatch, KBNotFound, StoreError
 from babelrag.json_store import digest
 from babelrag.models.embed import Embedder, build_embedder, embedder_from_manifest
 from babelrag.models.embed_cache import CachedEmbedder
@@ -22,7 +22,7 @@ from babelrag.paths import cache_dir, default_store
 from babelrag.store import manifest as manifests
 from babelrag.store import journal
 from babelrag.store.base import Collection, Store, open_store
-from babelrag.store.schema import GLOBAL, CollectionSpec, Match, Where, spec_of
+from babelrag.store.schema import GLOBAL, CollectionSpec, Match, Where, pages, spec_of
 
 
 def embedder_for(spec: dict[str, Any] | str, trusted: bool = True) -> Embedder:
@@ -151,31 +151,43 @@ class KnowledgeBase:
 def copy_kb(source: KnowledgeBase, store: Store | str, name: str | None = None, *,
             batch: int = 512) -> KnowledgeBase:
     """The same KB in another store (a laptop's embedded index onto a Qdrant server, or back): points and
-    vectors as stored, so nothing is re-embedded and answers match. The copy is built under a staging name
-    and renamed into place only once complete; an existing KB of that name is refused, not overwritten."""
+    vectors as stored, so nothing is re-embedded and answers match. Read and written a page at a time.
+    The copy carries a "created" undo journal until its last point is in, so an interrupted copy is
+    dropped when anything opens it (and a new copy may replace it); a complete KB of that name is refused."""
     store, name = resolve_store(store), name or source.name
     if store.exists(name):
-        raise FileExistsError(f"{name!r} already exists in {store.location}; drop it first or pick another name")
+        _drop_unfinished(store, name)
     manifest = dict(source.manifest, kb=name,
                     components=dict(source.manifest["components"], engine=manifests.engine_of(store.location)))
-    staged = f"{name}.copy"
-    if store.exists(staged):
-        store.drop(staged)  # a copy interrupted earlier: never served, safe to discard
-    collection = store.create(staged, spec_of(manifest), manifest)
+    collection = store.create(name, spec_of(manifest), manifest)  # refuses a KB that exists by now
     try:
-        points = source.collection.points()
-        for start in range(0, len(points), batch):
-            collection.upsert(points[start:start + batch])
+        journal.begin(collection, [], [], created=True)
+        copied = 0
+        for page in pages(source.collection.points(), batch):
+            collection.upsert(page)
+            copied += len(page)
         collection.optimize()
-        if collection.count() != len(points):
-            raise RuntimeError(f"copy of {source.name!r} holds {collection.count()} of {len(points)} points")
+        if collection.count() != copied or copied != source.collection.count():
+            raise StoreError(f"copy of {source.name!r} to {store.location} holds {collection.count()} points "
+                             f"of {source.collection.count()}")
+        journal.end(collection)
     except BaseException:
         collection.close()
-        store.drop(staged)
+        store.drop(name)
         raise
     collection.close()
-    store.replace(name, staged)
     return KnowledgeBase.open(name, store)
+
+
+def _drop_unfinished(store: Store, name: str) -> None:
+    collection = store.open(name)
+    try:
+        unfinished = journal.pending(collection)
+    finally:
+        collection.close()
+    if unfinished is None or not unfinished.get("created"):
+        raise FileExistsError(f"{name!r} already exists in {store.location}; drop it first or pick another name")
+    store.drop(name)  # a copy (or first ingest) that never finished: never served, safe to replace
 
 
 def resolve_store(store: Store | str | None) -> Store:

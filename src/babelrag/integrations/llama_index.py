@@ -30,6 +30,7 @@ class BabelragRetriever(BaseRetriever):
                  country: str | None = None, lang: str | None = None, settings: dict[str, Any] | None = None,
                  **kwargs: Any):
         super().__init__(**kwargs)
+        self._owns_kb = not isinstance(kb, KB)
         self.kb = kb if isinstance(kb, KB) else open_kb(kb, store)
         self.preset, self.top_k, self.country, self.lang = preset, top_k, country, lang
         self.settings = dict(settings or {})
@@ -39,3 +40,8 @@ class BabelragRetriever(BaseRetriever):
                                 k=self.top_k, settings=self.settings)
         return [NodeWithScore(node=TextNode(id_=h.passage.id, text=h.passage.text, metadata=hit_metadata(h)),
                               score=float(h.score)) for h in result.evidence.hits]
+
+    def close(self) -> None:
+        """Release the KB if this retriever opened it (an embedded store has one owner per process)."""
+        if self._owns_kb:
+            self.kb.close()

@@ -165,6 +165,8 @@ class OpenAILLM:
                     if piece := _delta(chunk):
                         pieces.append(piece)
                         on_text(piece)
+                    if (left := deadline.remaining()) is not None and left <= 0:
+                        break  # out of time, or nobody is listening any more: closing the stream stops it
         except httpx.TransportError as error:
             raise LLMError(f"LLM endpoint {self.base_url} unreachable: {error}") from error
         return Completion("".join(pieces), int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)),

@@ -14,7 +14,6 @@ import asyncio
 import hmac
 import json
 import re
-import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from importlib.resources import files
@@ -22,13 +21,13 @@ from typing import Any, TypeVar
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
-from fastapi.security import APIKeyHeader
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from babelrag import __version__, deadline
 from babelrag.config import PRESETS
-from babelrag.errors import BabelragError, ConfigError, InputError, KBNotFound
+from babelrag.errors import BabelragError, ConfigError
 from babelrag.generate.answerer import Answerer
 from babelrag.ingest.pipeline import IngestOptions, index_records
 from babelrag.ingest.readers import RawRecord
@@ -37,21 +36,14 @@ from babelrag.jsonl import numbered_lines
 from babelrag.retrieve.pipeline import Searcher
 from babelrag.server.openai_compat import add_chat_routes
 from babelrag.server.schemas import AskBody, SearchBody
-from babelrag.server.service import Busy, Service, ShuttingDown
+from babelrag.server.service import Service
+from babelrag.server.streaming import EXPECTED, GRACE, Emit, events_of, public, refusal
 from babelrag.store.schema import Match, Where, check_kb_name
 from babelrag.types import Question
 
 T = TypeVar("T")
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-GRACE = 10.0  # seconds past the deadline before the request is answered 504 anyway (a stuck native call)
 MAX_DEPTH = 20  # JSON nesting a document may have
-_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s'\"<>]+", re.IGNORECASE)
-_PATH = re.compile(r"(?<![\w.])/(?:[\w.@+-]+/)*[\w.@+-]*[\w@+-]")
-
-
-def public(message: str) -> str:
-    """An error message without the server's file paths or endpoint URLs (credentials can ride in them)."""
-    return _PATH.sub("<path>", _URL.sub("<endpoint>", message))
 
 
 def public_trace(result: dict[str, Any]) -> dict[str, Any]:
@@ -104,23 +96,6 @@ class BodyLimit:
         await self.app(scope, counted, send)
 
 
-def _refusal(error: Exception) -> HTTPException:
-    """What a failed request tells its client."""
-    if isinstance(error, Busy):
-        return HTTPException(429, "busy: every LLM slot is taken; retry shortly", headers={"Retry-After": "5"})
-    if isinstance(error, deadline.DeadlineExceeded):
-        return HTTPException(504, f"{public(str(error))}; the work was stopped and nothing was written")
-    if isinstance(error, KBNotFound):
-        return HTTPException(404, public(str(error)))
-    if isinstance(error, (ConfigError, InputError)):
-        return HTTPException(400, public(str(error)))
-    if isinstance(error, ShuttingDown):
-        return HTTPException(503, str(error), headers={"Retry-After": "10"})
-    if isinstance(error, sqlite3.Error):
-        return HTTPException(503, "a cache or index file is unavailable (full disk? locked?); retry later")
-    return HTTPException(503, public(str(error)))
-
-
 def create_app(service: Service, cors_origins: list[str] | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -138,15 +113,20 @@ def create_app(service: Service, cors_origins: list[str] | None = None) -> FastA
         app.add_middleware(CORSMiddleware, allow_origins=cors_origins, allow_methods=["GET", "POST", "DELETE"],
                            allow_headers=["*"])
     key_header = APIKeyHeader(name="X-API-Key", auto_error=False)
+    bearer = HTTPBearer(auto_error=False)  # how OpenAI clients send their api_key
+
+    def presented(header: str | None = Depends(key_header),
+                  token: HTTPAuthorizationCredentials | None = Depends(bearer)) -> str | None:
+        return header or (token.credentials if token else None)
 
     def valid(key: str | None, keys: frozenset[str]) -> bool:
         return key is not None and any(hmac.compare_digest(key.encode(), k.encode()) for k in keys)
 
-    def reader(key: str | None = Depends(key_header)) -> None:
+    def reader(key: str | None = Depends(presented)) -> None:
         if service.read_keys and not valid(key, service.read_keys | service.api_keys):
-            raise HTTPException(401, "a valid X-API-Key header is required")
+            raise HTTPException(401, "a valid key is required (X-API-Key header or Authorization: Bearer)")
 
-    def writer(key: str | None = Depends(key_header)) -> None:
+    def writer(key: str | None = Depends(presented)) -> None:
         if not service.api_keys:
             raise HTTPException(403, "writes are disabled: start the service with an API key")
         if not valid(key, service.api_keys):
@@ -168,8 +148,8 @@ def create_app(service: Service, cors_origins: list[str] | None = None) -> FastA
             return await asyncio.wait_for(run_in_threadpool(bounded), timeout=service.timeout + GRACE)
         except TimeoutError as error:
             raise HTTPException(504, f"the request took longer than {service.timeout:.0f} s") from error
-        except (BabelragError, Busy, sqlite3.Error) as error:
-            raise _refusal(error) from error
+        except EXPECTED as error:
+            raise refusal(error) from error
 
     def config_of(body: SearchBody) -> Any:
         try:
@@ -224,34 +204,17 @@ def create_app(service: Service, cors_origins: list[str] | None = None) -> FastA
                 with service.gate.enter():
                     return public_trace(Answerer(service.kb(body.kb), config).ask(question_of(body)).to_dict())
             return await run(work)
-        loop = asyncio.get_running_loop()
-        events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-
-        def emit(kind: str, data: Any) -> None:
-            loop.call_soon_threadsafe(events.put_nowait, (kind, data))
-
-        def streamed() -> None:
-            try:
-                with deadline.limit(service.timeout), service.gate.enter():  # stops at the deadline, client or not
-                    answer = Answerer(service.kb(body.kb), config).ask(question_of(body),
-                                                                       on_text=lambda t: emit("token", {"text": t}))
-                emit("answer", public_trace(answer.to_dict()))
-            except (BabelragError, Busy, sqlite3.Error) as error:
-                refusal = _refusal(error)
-                emit("error", {"status": refusal.status_code, "detail": refusal.detail})
-            finally:
-                emit("end", None)
+        def streamed(emit: Emit) -> None:  # stops at the deadline, or when the client goes away
+            with service.gate.enter():
+                answer = Answerer(service.kb(body.kb), config).ask(question_of(body),
+                                                                   on_text=lambda t: emit("token", {"text": t}))
+            emit("answer", public_trace(answer.to_dict()))
 
         async def stream() -> AsyncIterator[str]:
-            asyncio.ensure_future(run_in_threadpool(streamed))
-            try:
-                while True:
-                    kind, data = await asyncio.wait_for(events.get(), timeout=service.timeout + GRACE)
-                    if kind == "end":
-                        break
-                    yield f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False, default=str)}\n\n"
-            except TimeoutError:
-                yield f"event: error\ndata: {json.dumps({'status': 504, 'detail': 'timed out'})}\n\n"
+            async for kind, data in events_of(streamed, service.timeout):
+                if isinstance(data, HTTPException):
+                    data = {"status": data.status_code, "detail": data.detail}
+                yield f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False, default=str)}\n\n"
 
         return StreamingResponse(stream(), media_type="text/event-stream")
 
@@ -301,7 +264,7 @@ def create_app(service: Service, cors_origins: list[str] | None = None) -> FastA
 
         return HTMLResponse(await run(lambda: html(load_summary([folder]))))
 
-    add_chat_routes(app, service, reader, limited, run, _refusal)
+    add_chat_routes(app, service, reader, limited, run)
 
     @app.get("/", response_class=HTMLResponse)
     def page() -> HTMLResponse:

@@ -11,7 +11,6 @@ deadlines and the LLM gate are those of ``/ask``.
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import time
@@ -22,13 +21,12 @@ from typing import Any, Literal
 from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
-from starlette.concurrency import run_in_threadpool
 
-from babelrag import deadline
 from babelrag.errors import BabelragError
 from babelrag.generate.answerer import Answerer
-from babelrag.server.schemas import KB_PATTERN, LANG, SearchBody
-from babelrag.server.service import Busy, Service
+from babelrag.server.schemas import KB_PATTERN, LANG, LIMITS, SearchBody
+from babelrag.server.service import Service
+from babelrag.server.streaming import Emit, events_of
 from babelrag.types import Answer, Question
 
 DEFAULT_PRESET = "multirag"
@@ -53,7 +51,7 @@ class ChatBody(BaseModel):
     model: str = Field(min_length=1, max_length=140)
     messages: list[ChatMessage] = Field(min_length=1, max_length=200)
     stream: bool = False
-    max_tokens: int | None = Field(None, ge=1, le=512)
+    max_tokens: int | None = Field(None, ge=1)  # clamped to the server's answer-token limit, as /ask does
     country: str | None = Field(None, min_length=1, max_length=16, pattern=r"^[A-Za-z0-9_-]+$")
     lang: str | None = Field(None, pattern=LANG)
 
@@ -89,29 +87,30 @@ def usage(answer: Answer) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
-def add_chat_routes(app: FastAPI, service: Service, reader: Callable, limited: Callable,
-                    run: Callable, refusal: Callable[[Exception], HTTPException]) -> None:
+def add_chat_routes(app: FastAPI, service: Service, reader: Callable, limited: Callable, run: Callable) -> None:
     @app.get("/v1/models", dependencies=[Depends(reader)])
     async def models() -> dict[str, Any]:
         def listing() -> list[dict[str, Any]]:
             out = []
             for kb in service.store.list():
-                presets = [*LISTED_PRESETS, *(["tuned"] if service.kb(kb).manifest.get("profile") else [])]
+                try:
+                    tuned = bool(service.kb(kb).manifest.get("profile"))
+                except BabelragError:  # one broken or foreign collection does not hide the others (as /kbs)
+                    continue
                 out += [{"id": kb if p == DEFAULT_PRESET else f"{kb}:{p}", "object": "model", "owned_by": "babelrag",
-                         "created": 0} for p in presets]
+                         "created": 0} for p in (*LISTED_PRESETS, *(["tuned"] if tuned else []))]
             return out
         return {"object": "list", "data": await run(listing)}
 
     @app.post("/v1/chat/completions", response_model=None, dependencies=[Depends(reader), Depends(limited)])
     async def chat(body: ChatBody) -> dict[str, Any] | StreamingResponse:
         kb, preset = body.target()
-        if not re.fullmatch(KB_PATTERN, kb) or not service.store.exists(kb):
+        if not re.fullmatch(KB_PATTERN, kb) or not await run(lambda: service.store.exists(kb)):
             raise HTTPException(404, f"model '{body.model}': no knowledge base '{kb}' (GET /v1/models lists them)")
-        settings = {"answer_tokens": body.max_tokens} if body.max_tokens else {}
+        settings = {"answer_tokens": min(body.max_tokens, LIMITS["answer_tokens"])} if body.max_tokens else {}
         try:  # the same bounds as /ask
             config = SearchBody(kb=kb, question=body.question(), country=body.country, preset=preset,
-                                settings=settings).config(
-                service.llm, service.defaults, service.timeout)
+                                settings=settings).config(service.llm, service.defaults, service.timeout)
         except (BabelragError, ValueError) as error:
             raise HTTPException(400, f"model '{body.model}': {error}") from error
         question = Question(body.question(), lang=body.lang, country=body.country)
@@ -125,21 +124,10 @@ def add_chat_routes(app: FastAPI, service: Service, reader: Callable, limited: C
                                      "message": {"role": "assistant", "content": cited_text(answer)}}],
                         "citations": citations(answer), "warnings": answer.trace.warnings()}
             return await run(work)
-        loop = asyncio.get_running_loop()
-        events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
 
-        def emit(kind: str, data: Any) -> None:
-            loop.call_soon_threadsafe(events.put_nowait, (kind, data))
-
-        def streamed() -> None:
-            try:
-                with deadline.limit(service.timeout), service.gate.enter():
-                    answer = Answerer(service.kb(kb), config).ask(question, on_text=lambda t: emit("text", t))
-                emit("answer", answer)
-            except (BabelragError, Busy) as error:
-                emit("error", refusal(error))
-            finally:
-                emit("end", None)
+        def streamed(emit: Emit) -> None:
+            with service.gate.enter():
+                emit("answer", Answerer(service.kb(kb), config).ask(question, on_text=lambda t: emit("text", t)))
 
         def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
             data = {**head, "object": "chat.completion.chunk",
@@ -147,20 +135,16 @@ def add_chat_routes(app: FastAPI, service: Service, reader: Callable, limited: C
             return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
         async def stream() -> AsyncIterator[str]:
-            asyncio.ensure_future(run_in_threadpool(streamed))
             yield chunk({"role": "assistant", "content": ""})
-            while True:
-                kind, data = await events.get()
+            async for kind, data in events_of(streamed, service.timeout):
                 if kind == "text":
                     yield chunk({"content": data})
                 elif kind == "answer":
                     tail = cited_text(data)[len(data.text):]  # attributed citations, appended
                     yield chunk({"content": tail} if tail else {}, "stop", usage=usage(data),
                                 citations=citations(data), warnings=data.trace.warnings())
-                elif kind == "error":
+                else:  # an error, as OpenAI streams report one: the stream ends without a finish_reason
                     yield f"data: {json.dumps({'error': {'code': data.status_code, 'message': data.detail}})}\n\n"
-                else:
-                    break
             yield "data: [DONE]\n\n"
 
         return StreamingResponse(stream(), media_type="text/event-stream")

@@ -5,7 +5,7 @@ server or cluster) or ``:memory:`` (qdrant-client local mode: conformance tests 
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
 from babelrag.store.schema import ArmQuery, CollectionSpec, Scored, StoredPoint, Where
@@ -40,8 +40,8 @@ class Collection(Protocol):
 
     def scroll(self, where: Where | None = None, limit: int | None = None) -> list[Passage]: ...
 
-    def points(self, where: Where | None = None) -> list[StoredPoint]:
-        """Matching points in full (payload and both vectors): to restore or copy them."""
+    def points(self, where: Where | None = None) -> Iterator[StoredPoint]:
+        """Matching points in full (payload and both vectors), read a page at a time: to restore or copy them."""
         ...
 
     def facet(self, key: str, where: Where | None = None) -> dict[str, int]: ...

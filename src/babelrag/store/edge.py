@@ -9,7 +9,7 @@ import fcntl
 import json
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -124,7 +124,7 @@ class EdgeCollection:
         return scroll_pages(lambda offset, size: self._shard.scroll(
             qe.ScrollRequest(offset=offset, limit=size, filter=flt, with_payload=True)), limit)
 
-    def points(self, where: Where | None = None) -> list[StoredPoint]:
+    def points(self, where: Where | None = None) -> Iterator[StoredPoint]:
         flt = _filter(where)
         return scroll_points(lambda offset, size: self._shard.scroll(
             qe.ScrollRequest(offset=offset, limit=size, filter=flt, with_payload=True, with_vector=VECTORS)))
@@ -222,7 +222,6 @@ class EdgeStore:
         """Two renames under both locks: a reader never opens a half-built KB, and a crash in between
         leaves the old one beside (``<kb>.old``) rather than nothing."""
         target, source = self._dir(kb), self._dir(staged)
-        target.mkdir(parents=True, exist_ok=True)  # a first copy has no old KB: an empty one stands in
         locks = [self._lock(target, kb), self._lock(source, staged)]
         retired = target.with_name(target.name + ".old")
         try:

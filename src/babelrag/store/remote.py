@@ -6,7 +6,7 @@ The manifest lives in the collection's metadata, so the index and its provenance
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from qdrant_client import QdrantClient
@@ -26,6 +26,7 @@ from babelrag.store.schema import (
     StoredPoint,
     Where,
     check_kb_name,
+    pages,
     payload_of,
     point_id,
     scored_of,
@@ -110,7 +111,7 @@ class RemoteCollection:
         return scroll_pages(lambda offset, size: self._client.scroll(
             self.name, scroll_filter=flt, limit=size, offset=offset, with_payload=True), limit)
 
-    def points(self, where: Where | None = None) -> list[StoredPoint]:
+    def points(self, where: Where | None = None) -> Iterator[StoredPoint]:
         flt = _filter(where)
         return scroll_points(lambda offset, size: self._client.scroll(
             self.name, scroll_filter=flt, limit=size, offset=offset, with_payload=True, with_vectors=VECTORS))
@@ -178,12 +179,11 @@ class RemoteStore:
         """A server cannot rename a collection: the staged points are copied over the old KB once the
         staged one is complete (not atomic for readers of that moment, but never a lost KB)."""
         source = self.open(staged)
-        points, manifest = source.points(), source.read_manifest()
-        if self.exists(kb):
-            self.drop(kb)
+        manifest = source.read_manifest()
+        self.drop(kb)
         target = self.create(kb, spec_of(manifest), {**manifest, "kb": kb})
-        for start in range(0, len(points), 256):
-            target.upsert(points[start:start + 256])
+        for page in pages(source.points(), 256):
+            target.upsert(page)
         self.drop(staged)
 
     def drop(self, kb: str) -> None:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from itertools import islice
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -118,15 +119,23 @@ def stored_of(record: Any) -> StoredPoint:
                        SparseTerms(tuple(int(i) for i in sparse.indices), tuple(float(v) for v in sparse.values)))
 
 
-def scroll_points(next_page: Callable[[Any, int], tuple[list[Any], Any]], page_size: int = 256) -> list[StoredPoint]:
-    """Every matching point in full, through an engine's ``(offset, size) -> (records, next)``."""
-    points: list[StoredPoint] = []
+def scroll_points(next_page: Callable[[Any, int], tuple[list[Any], Any]],
+                  page_size: int = 256) -> Iterator[StoredPoint]:
+    """Every matching point in full, through an engine's ``(offset, size) -> (records, next)``, a page
+    at a time (a copy of a large KB never holds it all in memory)."""
     offset = None
     while True:
         records, offset = next_page(offset, page_size)
-        points.extend(stored_of(r) for r in records)
+        yield from (stored_of(r) for r in records)
         if offset is None:
-            return points
+            return
+
+
+def pages(points: Iterable[StoredPoint], size: int) -> Iterator[list[StoredPoint]]:
+    """Points in lists of ``size`` (upserts go in batches)."""
+    iterator = iter(points)
+    while page := list(islice(iterator, size)):
+        yield page
 
 
 def scroll_pages(next_page: Callable[[Any, int], tuple[list[Any], Any]], limit: int | None,
