@@ -4,9 +4,14 @@ from __future__ import annotations
 import importlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from babelrag.models.llm import Completion
+from babelrag.models.registry import register_llm
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = (ROOT / ".." / "shared" / "data").resolve()
@@ -80,3 +85,35 @@ def xquad_store(tmp_path_factory: pytest.TempPathFactory, small_xquad: list[Path
     store = str(tmp_path_factory.mktemp("store"))
     index_sources("xq", [str(p) for p in small_xquad], store)
     return store
+
+
+class Scripted:
+    """Answers by a rule over the request: the pipeline's handling of bad answers is under test, not a model."""
+
+    def __init__(self, name: str, reply: Callable[[list[dict[str, str]]], str]):
+        self.name, self.reply, self.calls = name, reply, 0
+
+    def complete(self, messages: list[dict[str, str]], json_schema: dict[str, Any] | None = None,
+                 max_tokens: int = 256, temperature: float = 0.0, seed: int = 0) -> Completion:
+        self.calls += 1
+        return Completion(self.reply(messages), 20, 10, 0.01, self.name)
+
+    def stream(self, messages, on_text, max_tokens=256, temperature=0.0, seed=0) -> Completion:  # noqa: ANN001
+        completion = self.complete(messages, max_tokens=max_tokens)
+        on_text(completion.text)
+        return completion
+
+
+@pytest.fixture
+def scripted(request: pytest.FixtureRequest):  # noqa: ANN201 - registers scripted LLMs under unique names
+    names = []
+
+    def use(reply: Callable[[list[dict[str, str]]], str]) -> str:
+        name = f"scripted-{request.node.name}-{len(names)}"
+        register_llm(name, Scripted(name, reply))
+        names.append(name)
+        return name
+
+    yield use
+    for name in names:
+        register_llm(name, None)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import Scripted
 
 from babelrag.config import preset_config
 from babelrag.context import build_context
@@ -19,7 +20,7 @@ from babelrag.evaluate.golden import GoldenQuestion
 from babelrag.evaluate.runs import run_config
 from babelrag.kb import KnowledgeBase
 from babelrag.models.llm import Completion, LLMError
-from babelrag.models.registry import register_llm, translator_for
+from babelrag.models.registry import translator_for
 from babelrag.models.translate import CachedTranslator, LLMTranslator, translate_many, translation_problem
 from babelrag.retrieve.pipeline import Searcher
 from babelrag.types import Hit, Passage, Question, Trace
@@ -27,38 +28,6 @@ from babelrag.types import Hit, Passage, Question, Trace
 GREEK = "Πόσους πόντους έδωσε η άμυνα των Panthers;"
 GREEK_LOOP = "Πόσοι άνθρωποι ζουν στο Όσλο ήτα ένθρωποι ζουν στο Όσλο ήτα ένθρωποι ζουν στο Όσλο ήτα ένθρωποι ζουν στο"
 HINDI_LOOP = "पैंथर्स की रक्षा ने कितने अंक गर्ना गर्ना गर्ना गर्ना गर्ना गर्ना"
-
-
-class Scripted:
-    """Answers by a rule over the request: the pipeline's handling of bad answers is under test, not a model."""
-
-    def __init__(self, name: str, reply: Callable[[list[dict[str, str]]], str]):
-        self.name, self.reply, self.calls = name, reply, 0
-
-    def complete(self, messages: list[dict[str, str]], json_schema: dict[str, Any] | None = None,
-                 max_tokens: int = 256, temperature: float = 0.0, seed: int = 0) -> Completion:
-        self.calls += 1
-        return Completion(self.reply(messages), 20, 10, 0.01, self.name)
-
-    def stream(self, messages, on_text, max_tokens=256, temperature=0.0, seed=0) -> Completion:  # noqa: ANN001
-        completion = self.complete(messages, max_tokens=max_tokens)
-        on_text(completion.text)
-        return completion
-
-
-@pytest.fixture
-def scripted(request: pytest.FixtureRequest):  # noqa: ANN201 - registers scripted LLMs under unique names
-    names = []
-
-    def use(reply: Callable[[list[dict[str, str]]], str]) -> str:
-        name = f"scripted-{request.node.name}-{len(names)}"
-        register_llm(name, Scripted(name, reply))
-        names.append(name)
-        return name
-
-    yield use
-    for name in names:
-        register_llm(name, None)
 
 
 @pytest.mark.parametrize("bad, why", [
@@ -206,7 +175,8 @@ def test_qtt_judge_failure_is_unscored_and_counted(scripted) -> None:
     trace = Trace()
     qtt = build_context("qtt").build(Question("Wie viele Punkte?", lang="de"), _hits("en"),
                                      preset_config("multirag", {"llm": scripted(reply)}), trace)
-    assert qtt.passages[0].text.endswith("unscored") and [f.stage for f in trace.failures] == ["judge"]
+    assert qtt.passages[0].text.endswith("[Qualität] nicht bewertet")  # tagged, in the question's language
+    assert [f.stage for f in trace.failures] == ["judge"]
 
 
 def test_a_run_never_aborts_and_counts_failures_per_cell(xquad_store: str, tmp_path: Path, scripted) -> None:

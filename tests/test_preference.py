@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from babelrag.analysis.delp import Priors, calibrate, gold_sensitivity, prior_correlations
+from babelrag.analysis.delp import Priors, calibrate, prior_correlations, variability
 from babelrag.analysis.mlrs import random_reference, rank_shift
 from babelrag.evaluate.golden import GoldenQuestion
 
@@ -53,14 +53,14 @@ def test_ridge_calibration_removes_a_planted_prior() -> None:
     assert np.mean(list(calibration.debiased.values())) == pytest.approx(calibration.mean, abs=0.01)  # re-centred
 
 
-def test_gold_sensitivity_is_smaller_after_calibration() -> None:
-    scores, priors = planted(1)
+def test_variability_compares_the_series_pair_by_pair() -> None:
     rng = np.random.default_rng(3)
-    gold = {p: float(rng.uniform(0.1, 0.9)) for p in priors.p_gold}
-    scores = {p: s + 5 * np.log(gold[p]) for p, s in scores.items()}
-    priors = Priors(priors.p_ret, priors.p_db, priors.length, gold, priors.p_cult)
-    result = gold_sensitivity(scores, priors, ("en", "ko"), lam=0.01, permutations=2000)
-    assert result["delp"]["range"] < result["mlrs"]["range"] and result["p_range"] < 0.05
+    moving = {(q, d): list(rng.normal(0, 5, 6)) for q in ("en", "ko") for d in ("en", "ko")}
+    steady = {pair: [v / 4 for v in values] for pair, values in moving.items()}
+    calmer = variability(moving, steady, permutations=2000)
+    assert calmer["delp"]["std"] == pytest.approx(calmer["mlrs"]["std"] / 4) and calmer["pairs"] == 4
+    same = variability(moving, moving, permutations=2000)
+    assert same["p_range"] == 1.0 and same["p_std"] == 1.0  # no difference: nothing to test
 
 
 @pytest.mark.slow
@@ -82,8 +82,34 @@ def test_preference_on_real_xquad(xquad_store: str, small_xquad: list[Path], tmp
     for lq in XQUAD_LANGS:  # the exposure prior is a distribution over document languages per query language
         assert sum(result["priors"]["p_ret"][f"{lq}|{ld}"] for ld in XQUAD_LANGS) == pytest.approx(1.0)
         assert result["priors"]["p_gold"][f"{lq}|{lq}"] == 1.0  # xquad: every page exists in every language
+    assert len(result["mlrs"]) >= 21 and not any("too few" in n for n in result["notes"])  # 64 pairs for 7 weights
     files = write_preference(result, tmp_path)
     assert files["delp"].stat().st_size > 1000 and "data:image/png;base64," in files["html"].read_text()
+
+
+@pytest.mark.slow
+def test_gold_sensitivity_changes_gold_for_real(xquad_store: str, small_xquad: list[Path]) -> None:
+    from babelrag.analysis.preference import PreferenceOptions, analyze_preference
+    from babelrag.analysis.report import preference_markdown
+    from babelrag.bench.squad import load_squad_folder
+    from babelrag.kb import KnowledgeBase
+
+    corpus = load_squad_folder(small_xquad[0].parent)
+    langs = ("en", "de")
+    golden = [GoldenQuestion(id=f"{q.lang}:{q.qid}", question=q.text, lang=q.lang, kb="xq", gold_pages=(q.page,),
+                             tags={"qid": q.qid}) for q in corpus.questions if q.lang in langs]
+    options = PreferenceOptions(targets="all", per_lang=4, translator="parallel", cultural=False,
+                                sensitivity_ratios=3, sensitivity_pair=("en", "de"))
+    with KnowledgeBase.open("xq", xquad_store) as kb:
+        result = analyze_preference(kb, golden, options)
+    s = result["sensitivity"]
+    assert s["first_language_share"][0] == 0.0 and s["first_language_share"][-1] == 1.0 and s["gold_pages"] >= 1
+    en, de = s["p_gold"]["en"], s["p_gold"]["de"]
+    assert en[0] < en[-1] and de[0] > de[-1]  # gold really moved from one language's corpus to the other's
+    assert s["pairs"] == 2 * 2  # every query language, against each language of the pair
+    assert s["mlrs"]["range"] > 0  # MLRS was measured again on a changed corpus, not copied across ratios
+    assert 0 < s["p_range"] <= 1 and "Gold-availability sensitivity (en vs de)" in preference_markdown(result)
+    assert any("too few" in n for n in result["notes"])  # 2 query × 8 document languages: 16 pairs, 7 weights
 
 
 @pytest.mark.slow

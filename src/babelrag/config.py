@@ -27,6 +27,9 @@ class DeltaConfig(BaseModel):
     aliases: int = Field(3, ge=0, le=10)
     english_mode: Literal["paper", "dedupe", "passthrough"] = "paper"
     anchor_language: Literal["query", "locale"] = "query"
+    # what the generator is asked: the fused query (its cues at generation are much of the paper's gain)
+    # or the question as written
+    generator_query: Literal["fused", "original"] = "fused"
 
 
 class CoralConfig(BaseModel):
@@ -98,6 +101,7 @@ class SearchConfig(BaseModel):
     answer_tokens: int = Field(64, ge=1, le=4096)
     dkm_combine: Literal["sets", "pairs"] = "sets"
     dkm_parts: Literal["both", "translated", "refined"] = "both"  # the paper's ablations
+    refiner: str | None = None  # DKM-RAG's rewriter LLM (default: the generator's, SPEC §4.3)
     qtt_min_score: float | None = Field(None, ge=0, le=5)  # QTT's hard-filter variant
 
     @model_validator(mode="after")

@@ -223,7 +223,7 @@ class ContextPassage:
     text: str
     lang: str
     translated: bool = False
-    kind: str = "retrieved"  # retrieved | translated | refined
+    kind: str = "retrieved"  # retrieved | translated | refined | untranslated (its translation failed)
     tags: Mapping[str, Any] = field(default_factory=dict)
 
 

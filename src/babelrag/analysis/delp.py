@@ -8,7 +8,7 @@ written, it is subtracted too).
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,38 +82,15 @@ def prior_correlations(calibration: Calibration, priors: Priors, eps: float = 1e
     return out
 
 
-def gold_sensitivity(scores: Mapping[Pair, float], priors: Priors, pair_langs: tuple[str, str], lam: float = 1.0,
-                     eps: float = 1e-6, steps: int = 11, permutations: int = 10_000, seed: int = 0) -> dict[str, Any]:
-    """SPEC §6.2(b), simulated: the measured matrix is the fixed model preference; the gold share between
-    two document languages is shifted from 0 to 1, the scores move with it by the fitted gold effect,
-    and each ratio is calibrated again. Reports each metric's range and std over the ratios (averaged
-    over query languages) and a paired permutation test of MLRS vs DeLP variability."""
-    base = calibrate(scores, priors, lam, eps)
-    gold_weight = float(base.beta[FEATURES.index("log p_gold")])
-    first, second = pair_langs
-    query_langs = sorted({q for q, _ in scores})
-    raw_series: dict[Pair, list[float]] = {}
-    debiased_series: dict[Pair, list[float]] = {}
-    for ratio in np.linspace(0.0, 1.0, steps):
-        gold = dict(priors.p_gold)
-        shifted = dict(scores)
-        for q in query_langs:
-            total = gold.get((q, first), 0.0) + gold.get((q, second), 0.0)
-            for lang, share in ((first, ratio), (second, 1.0 - ratio)):
-                new = total * share
-                if (q, lang) in shifted:
-                    shifted[(q, lang)] += gold_weight * (np.log(new + eps) - np.log(gold.get((q, lang), 0.0) + eps))
-                gold[(q, lang)] = new
-        moved = calibrate(shifted, Priors(priors.p_ret, priors.p_db, priors.length, gold, priors.p_cult), lam, eps)
-        for pair in ((q, lang) for q in query_langs for lang in pair_langs if (q, lang) in scores):
-            raw_series.setdefault(pair, []).append(moved.raw[pair])
-            debiased_series.setdefault(pair, []).append(moved.debiased[pair])
-
-    def spread(series: dict[Pair, list[float]]) -> tuple[np.ndarray, np.ndarray]:
-        return (np.array([np.ptp(v) for v in series.values()]), np.array([np.std(v) for v in series.values()]))
-
-    raw_range, raw_std = spread(raw_series)
-    de_range, de_std = spread(debiased_series)
+def variability(raw: Mapping[Pair, Sequence[float]], debiased: Mapping[Pair, Sequence[float]],
+                permutations: int = 10_000, seed: int = 0) -> dict[str, Any]:
+    """How much each (query, document language) score moves over a series of measurements, MLRS against
+    DeLP: mean range and std over the pairs, and paired permutation tests of the difference (SPEC §6.2 b)."""
+    keys = sorted(raw)
+    raw_range = np.array([np.ptp(raw[k]) for k in keys])
+    raw_std = np.array([np.std(raw[k]) for k in keys])
+    de_range = np.array([np.ptp(debiased[k]) for k in keys])
+    de_std = np.array([np.std(debiased[k]) for k in keys])
     rng = np.random.default_rng(seed)
 
     def paired_p(a: np.ndarray, b: np.ndarray) -> float:
@@ -123,7 +100,6 @@ def gold_sensitivity(scores: Mapping[Pair, float], priors: Priors, pair_langs: t
         flips = rng.choice((-1.0, 1.0), size=(permutations, len(diff)))
         return float((np.sum(np.abs((flips * diff).mean(axis=1)) >= abs(diff.mean()) - 1e-12) + 1) / (permutations + 1))
 
-    return {"languages": list(pair_langs), "ratios": steps, "gold_weight": gold_weight,
-            "mlrs": {"range": float(raw_range.mean()), "std": float(raw_std.mean())},
+    return {"pairs": len(keys), "mlrs": {"range": float(raw_range.mean()), "std": float(raw_std.mean())},
             "delp": {"range": float(de_range.mean()), "std": float(de_std.mean())},
             "p_range": paired_p(raw_range, de_range), "p_std": paired_p(raw_std, de_std)}

@@ -59,13 +59,22 @@ def preference_markdown(result: dict[str, Any]) -> str:
                   "| prior | MLRS | DeLP |", "|---|---|---|"]
         for name, r in result["correlations"].items():
             lines.append(f"| {name} | {r['before']:.3f} ({r['before_log']:.3f}) | {r['after']:.3f} ({r['after_log']:.3f}) |")
+    if "sensitivity" in result:
         s = result["sensitivity"]
-        lines += ["", f"## Gold-ratio sensitivity ({s['languages'][0]} vs {s['languages'][1]}, {s['ratios']} ratios, "
-                      f"simulated with the fitted gold effect {s['gold_weight']:+.3f})", "",
-                  "| | range | std |", "|---|---|---|",
-                  f"| MLRS | {s['mlrs']['range']:.2f} | {s['mlrs']['std']:.2f} |",
-                  f"| DeLP | {s['delp']['range']:.2f} | {s['delp']['std']:.2f} |",
-                  "", f"Paired permutation test: p = {s['p_range']:.4f} (range), {s['p_std']:.4f} (std)."]
+        lines += ["", f"## Gold-availability sensitivity ({s['languages'][0]} vs {s['languages'][1]})", ""]
+        if s.get("note"):
+            lines.append(s["note"])
+        else:
+            lines += [f"{s['gold_pages']} gold pages keep one version each, the {s['languages'][0]} one for a share "
+                      f"{', '.join(f'{v:.2f}' for v in s['first_language_share'])} of them; MLRS, priors and DeLP "
+                      f"measured again at each of the {s['ratios']} ratios. Gold availability the regression saw: "
+                      + "; ".join(f"{lang} {' → '.join(f'{v:.2f}' for v in s['p_gold'][lang])}" for lang in s['languages'])
+                      + ".", "",
+                      "| | range | std |", "|---|---|---|",
+                      f"| MLRS | {s['mlrs']['range']:.2f} | {s['mlrs']['std']:.2f} |",
+                      f"| DeLP | {s['delp']['range']:.2f} | {s['delp']['std']:.2f} |",
+                      "", f"Paired permutation test over {s['pairs']} pairs: p = {s['p_range']:.4f} (range), "
+                          f"{s['p_std']:.4f} (std)."]
     lines += ["", "## Retrieved languages (share of the top-k per query language: the exposure prior)", "",
               *_table(matrix(result["priors"]["p_ret"], rows, cols), rows, cols, "{:.2f}"),
               "", "## Gold availability (share of questions whose gold page exists in Ld)", "",

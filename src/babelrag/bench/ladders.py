@@ -69,7 +69,9 @@ LADDERS: dict[str, list[Step]] = {
         Step("kb: both paths", "chat", calibrate_threshold_from=_TAU, baseline=_SINGLE),
     ],
     # end to end (SPEC §4, §7): no-RAG → monoRAG → MultiRAG → CrossRAG → DKM-RAG (and its two ablations)
-    # → QTT-RAG (and its hard filter), then the chat configuration's paths with each context strategy
+    # → QTT-RAG (and its hard filter); the query strategies of [DELTA]'s Table 5 (tRAG, English
+    # translation, DELTA, and DELTA with the original question at generation); then the chat
+    # configuration's paths with each context strategy
     "qa": [
         Step("no-RAG", "norag", answer=True),
         Step("monoRAG", "monorag", answer=True),
@@ -80,6 +82,11 @@ LADDERS: dict[str, list[Step]] = {
         Step("DKM w/o translated", "multirag+dkm", {"dkm_parts": "refined"}, answer=True, baseline="MultiRAG"),
         Step("QTT-RAG", "multirag+qtt", answer=True, baseline="MultiRAG"),
         Step("QTT-RAG (filter)", "multirag+qtt-filter", answer=True, baseline="MultiRAG"),
+        Step("tRAG", "trag", answer=True, baseline="MultiRAG"),
+        Step("English Translation", "english-translation", answer=True, baseline="MultiRAG"),
+        Step("DELTA", "delta", answer=True, baseline="MultiRAG"),
+        Step("DELTA (original query at generation)", "delta", {"delta": {"generator_query": "original"}}, answer=True,
+             baseline="DELTA"),
         Step("chat+multirag", "chat", {"threshold": None}, answer=True, baseline="MultiRAG"),
         Step("chat+crossrag", "chat+crossrag", {"threshold": None}, answer=True, baseline="MultiRAG"),
         Step("chat+dkm", "chat+dkm", {"threshold": None}, answer=True, baseline="MultiRAG"),
@@ -129,6 +136,9 @@ def _pick(source: str, names: tuple[str, ...], **changes: Any) -> list[Step]:
 
 # the six papers' steps only: what `bench --qa --quick` runs
 LADDERS["qa-core"] = _pick("qa", ("no-RAG", "monoRAG", "MultiRAG", "CrossRAG", "DKM-RAG", "QTT-RAG"))
+# [DELTA]'s Table 5: MultiRAG and the context strategies against English translation and DELTA
+LADDERS["qa-delta"] = _pick("qa", ("MultiRAG", "CrossRAG", "DKM-RAG", "QTT-RAG", "English Translation", "DELTA",
+                                   "DELTA (original query at generation)"))
 # [RHB]'s four settings only (no evidence translation beyond CrossRAG): the cheap ordering check
 LADDERS["qa-rhb"] = _pick("qa", ("no-RAG", "monoRAG", "MultiRAG", "CrossRAG"))
 # CORAL with answers (QA metrics): the generator reads each step's top five

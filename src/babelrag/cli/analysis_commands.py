@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
 from babelrag.cli.common import KbOpt, LlmOpt, StoreOpt, app, err, out, split
+from babelrag.errors import BabelragError
 
 analyze_app = typer.Typer(help="Language-preference measurements on any KB and golden set.", no_args_is_help=True)
 app.add_typer(analyze_app, name="analyze")
@@ -26,6 +27,10 @@ def preference(
     n: Annotated[int, typer.Option("-n", help="List size re-scored for MLRS.")] = 10,
     lam: Annotated[float, typer.Option(help="Ridge λ for DeLP.")] = 1.0,
     cultural: Annotated[bool, typer.Option(help="Run the locale classifier for the cultural prior.")] = True,
+    sensitivity: Annotated[int, typer.Option(help="Gold-availability sensitivity: measure again at N gold shares "
+                                                  "between two languages (SPEC: 11; costs N measurements).")] = 0,
+    sensitivity_pair: Annotated[Optional[str], typer.Option(help="The two languages, e.g. en,ko "
+                                                                 "(default: en and the first other).")] = None,
     llm: LlmOpt = None,
     out_dir: Annotated[Path, typer.Option("--out", help="Output folder.")] = Path("runs/preference"),
     store: StoreOpt = None,
@@ -36,8 +41,11 @@ def preference(
     from babelrag.evaluate.golden import load_golden
     from babelrag.kb import KnowledgeBase
 
+    if sensitivity_pair and len(split(sensitivity_pair)) != 2:
+        raise BabelragError(f"--sensitivity-pair: two languages, e.g. en,ko (got '{sensitivity_pair}')")
     options = PreferenceOptions(n=n, targets=targets, per_lang=per_lang or None, rescorer=rescorer,
-                                translator=translator, lam=lam, cultural=cultural,
+                                translator=translator, lam=lam, cultural=cultural, sensitivity_ratios=sensitivity,
+                                sensitivity_pair=tuple(split(sensitivity_pair)) if sensitivity_pair else None,
                                 **({"llm": llm} if llm else {}))
     with KnowledgeBase.open(kb, store) as handle:
         result = analyze_preference(handle, load_golden(golden), options)

@@ -42,7 +42,7 @@ class DKM:
                               if text is not None else ContextPassage(number, p, p.text, p.lang))
         if config.dkm_parts == "translated":  # ablation: w/o P_refined
             return Context(self.name, tuple(translated))
-        llm = build_llm(config.llm)
+        llm = build_llm(config.refiner or config.generator or config.llm)  # the generator's model unless set apart
         refined: list[ContextPassage] = []
         with trace.step("refine", self.name, passages=len(translated)):
             for cp in translated:

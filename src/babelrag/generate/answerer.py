@@ -46,5 +46,16 @@ class Answerer:
                                              trace)
                 step.update(passages=[{"number": cp.number, "id": cp.passage.id, "lang": cp.lang,
                                        "translated": cp.translated, "kind": cp.kind} for cp in context.passages])
-        text, citations, how = generate(question, context, self.config, trace, on_text)
+        text, citations, how = generate(question, context, self.config, trace, on_text,
+                                        asked=generator_query(question, trace, self.config))
         return Answer(question, text, citations, how, context, search, trace)
+
+
+def generator_query(question: Question, trace: Trace, config: SearchConfig) -> str:
+    """What the generator is asked: DELTA's fused query when a DELTA path built one and
+    ``delta.generator_query`` is ``fused`` (SPEC §3.8), else the question as written."""
+    if config.delta.generator_query == "fused":
+        fused = [s.data["fused"] for s in trace.steps if s.stage == "delta" and s.data.get("fused")]
+        if fused:
+            return fused[-1]
+    return question.text

@@ -21,14 +21,15 @@ _CITATION = re.compile(r"\[(\d{1,2})\]")
 ATTRIBUTION = 0.6  # share of the answer's 3-grams a passage must hold to be credited with it
 
 
-def messages_for(question: Question, context: Context) -> list[dict[str, str]]:
-    words = wording(question.lang or "en")
+def messages_for(question: Question, context: Context, asked: str | None = None) -> list[dict[str, str]]:
+    """``asked``: the query text the generator sees when it is not the question as written (DELTA's)."""
+    words, asked = wording(question.lang or "en"), asked or question.text
     if not context.passages:
-        return [{"role": "system", "content": words.without_docs}, {"role": "user", "content": question.text}]
+        return [{"role": "system", "content": words.without_docs}, {"role": "user", "content": asked}]
     system = words.with_docs + (f" {context.instruction}" if context.instruction else "")
     documents = "\n\n".join(f"[{cp.number}] {cp.text}" for cp in context.passages)
     return [{"role": "system", "content": system},
-            {"role": "user", "content": f"{words.background}:\n{documents}\n\n{words.question}: {question.text}"}]
+            {"role": "user", "content": f"{words.background}:\n{documents}\n\n{words.question}: {asked}"}]
 
 
 def strip_citations(text: str) -> str:
@@ -47,12 +48,14 @@ def citations_of(text: str, context: Context) -> tuple[tuple[ContextPassage, ...
 
 
 def generate(question: Question, context: Context, config: SearchConfig, trace: Trace,
-             on_text: Callable[[str], None] | None = None) -> tuple[str, tuple, str]:
+             on_text: Callable[[str], None] | None = None, asked: str | None = None) -> tuple[str, tuple, str]:
     """The raw answer (markers kept, for display), its citations and how they were found.
-    ``on_text`` receives the answer as it is generated (streaming)."""
-    with trace.step("generate", context.strategy, passages=len(context.passages)) as step:
+    ``on_text`` receives the answer as it is generated (streaming); ``asked`` is the query the
+    generator sees when it is not the question as written."""
+    with trace.step("generate", context.strategy, passages=len(context.passages),
+                    asked="question" if asked in (None, question.text) else "fused query") as step:
         llm = build_llm(config.generator or config.llm)
-        messages = messages_for(question, context)
+        messages = messages_for(question, context, asked)
         try:
             completion = llm.stream(messages, on_text, max_tokens=config.answer_tokens) if on_text else \
                 llm.complete(messages, max_tokens=config.answer_tokens)
