@@ -8,7 +8,6 @@ import json
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import Scripted
@@ -19,7 +18,7 @@ from babelrag.errors import BabelragError
 from babelrag.evaluate.golden import GoldenQuestion
 from babelrag.evaluate.runs import run_config
 from babelrag.kb import KnowledgeBase
-from babelrag.models.llm import Completion, LLMError
+from babelrag.models.llm import LLMError
 from babelrag.models.registry import translator_for
 from babelrag.models.translate import CachedTranslator, LLMTranslator, translate_many, translation_problem
 from babelrag.retrieve.pipeline import Searcher

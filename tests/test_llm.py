@@ -163,3 +163,80 @@ def test_a_replaced_model_file_is_refused_and_renamed(tmp_path: Path, monkeypatc
     first = catalog.verified(other)
     other.write_bytes(b"two")
     assert catalog.verified(other) != first == hashlib.sha256(b"one").hexdigest()
+
+
+class Looping:
+    """Streams "Die Stadt ist schön. " over and over, one word a piece, until told to stop or out of tokens."""
+
+    name = "looping"
+
+    def __init__(self) -> None:
+        self.pieces = 0
+
+    def complete(self, messages, json_schema=None, max_tokens=256, temperature=0.0, seed=0) -> Completion:  # noqa: ANN001
+        return self.stream(messages, lambda piece: None, max_tokens)
+
+    def stream(self, messages, on_text, max_tokens=256, temperature=0.0, seed=0) -> Completion:  # noqa: ANN001
+        words = "Die Stadt ist schön.".split()
+        text = ""
+        for n in range(max_tokens):
+            self.pieces += 1
+            piece = words[n % len(words)] + " "
+            text += piece
+            if on_text(piece):
+                break
+        return Completion(text, 50, n + 1, 0.01, self.name)
+
+
+def test_a_looping_translation_is_stopped_early_and_never_cached(tmp_path: Path) -> None:
+    from babelrag.models.llm_cache import CachedLLM
+
+    looping = Looping()
+    translator = LLMTranslator(CachedLLM(looping, tmp_path / "llm.sqlite"))
+    passage = "The city council met on Tuesday to discuss the new museum, which opens next spring. " * 4
+    for attempt in (1, 2):
+        trace = Trace()
+        with pytest.raises(LLMError, match="repeats itself"):
+            translate(translator, passage, "en", "de", trace)
+        assert looping.pieces <= 20 * attempt  # stopped at the fourth repetition, not at the ~250-token budget
+    assert trace.llm_calls and not trace.llm_calls[0].cached  # the cut loop was not stored as an answer
+
+
+def test_a_translation_cut_by_its_deadline_is_a_failure_never_cached(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from babelrag.models.llm_cache import CachedLLM
+
+    class CutShort(Looping):
+        def stream(self, messages, on_text, max_tokens=256, temperature=0.0, seed=0) -> Completion:  # noqa: ANN001
+            self.pieces += 1
+            on_text("Der Stadtrat traf sich am Dienstag")
+            return replace(Completion("Der Stadtrat traf sich am Dienstag", 50, 6, 0.01, self.name), stopped=True)
+
+    cut = CutShort()
+    translator = LLMTranslator(CachedLLM(cut, tmp_path / "llm.sqlite"))
+    passage = "The city council met on Tuesday to discuss the new museum, which opens next spring. " * 4
+    for attempt in (1, 2):
+        with pytest.raises(LLMError, match="cut off"):
+            translate(translator, passage, "en", "de", Trace())
+        assert cut.pieces == attempt  # asked again: the cut text was not stored as the answer
+
+
+@pytest.mark.slow
+def test_backends_stop_generating_when_asked(llama_server: str) -> None:
+    import httpx
+
+    prompt = [{"role": "user", "content": "Count from 1 to 200, separated by commas."}]
+    local = build_llm(need_llm())
+    for llm in (local, build_llm(f"openai:qwen@{llama_server}")):  # through the cache and deadline layers
+        seen: list[str] = []
+        cut = llm.stream(prompt, lambda piece: seen.append(piece) or len(seen) >= 3, max_tokens=200)
+        assert len(seen) == 3 and cut.text == "".join(seen) and 1 <= cut.completion_tokens <= 4 and cut.stopped
+    backend = local
+    while hasattr(backend, "inner"):
+        backend = backend.inner
+    assert local.slots == backend.slots >= 1
+    # llama.cpp in-process also listens on loopback: without the random key nobody else gets in
+    address = backend._server.listening_address
+    refused = httpx.post(f"{address}/v1/chat/completions", json={"messages": prompt, "max_tokens": 3})
+    assert refused.status_code == 401

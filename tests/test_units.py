@@ -187,3 +187,61 @@ def test_retrieval_cache_key_includes_the_segments() -> None:
     other = SearchRequest("[GLOB] x | [LOCAL:de] y", "kb", "de", segments=(("x", "en"), ("y", "en")))
     config = preset_config("hybrid")
     assert RetrievalCache.key(FakeKB(), one, config) != RetrievalCache.key(FakeKB(), other, config)
+
+
+def test_in_order_keeps_order_overlaps_and_carries_the_deadline() -> None:
+    import threading
+    import time as clock
+
+    from babelrag import deadline
+    from babelrag.concurrency import in_order
+
+    lock, running, most = threading.Lock(), [0], [0]
+
+    def slow_first(n: int) -> tuple[int, float | None]:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        clock.sleep(0.05 if n == 0 else 0.01)
+        with lock:
+            running[0] -= 1
+        return n, deadline.remaining()
+
+    with deadline.limit(30), in_order(slow_first, range(6), 3) as results:
+        done = list(results)
+    assert [n for n, _ in done] == list(range(6))  # the slow first item still comes first
+    assert most[0] >= 2  # really at the same time
+    assert all(left is not None and 0 < left <= 30 for _, left in done)  # the request's deadline holds there
+
+
+def test_in_order_raises_in_place_and_stops_what_runs_when_left_early() -> None:
+    import time as clock
+
+    from babelrag import deadline
+    from babelrag.concurrency import in_order
+
+    def third_fails(n: int) -> int:
+        if n == 2:
+            raise ValueError("item 2")
+        return n
+
+    seen = []
+    with pytest.raises(ValueError, match="item 2"), in_order(third_fails, range(5), 2) as results:
+        seen.extend(results)
+    assert seen == [0, 1]
+
+    stopped = []
+
+    def waits_for_its_deadline(n: int) -> int:
+        for _ in range(200 if n else 0):  # a long job checks its deadline between model calls
+            if (left := deadline.remaining()) is not None and left <= 0:
+                stopped.append(n)
+                return n
+            clock.sleep(0.01)
+        return n
+
+    started = clock.perf_counter()
+    with pytest.raises(RuntimeError), in_order(waits_for_its_deadline, range(4), 2) as results:
+        next(results)
+        raise RuntimeError("the caller gives up")
+    assert clock.perf_counter() - started < 1.5 and stopped  # told to stop, not left running for 2 s

@@ -14,13 +14,20 @@ from contextvars import ContextVar
 from babelrag.errors import BabelragError
 
 class Budget:
-    """A deadline that can also be called off early: a reader who stopped listening (``cancel``)."""
+    """A deadline that can also be called off early: a reader who stopped listening (``cancel``). A
+    budget inside another (``within``) ends when either does."""
 
-    def __init__(self, seconds: float | None = None):
+    def __init__(self, seconds: float | None = None, within: Budget | None = None):
         self.ends = None if seconds is None else time.monotonic() + seconds
+        self.within = within
 
     def cancel(self) -> None:
         self.ends = time.monotonic()
+
+    def left(self) -> float | None:
+        own = None if self.ends is None else self.ends - time.monotonic()
+        outer = self.within.left() if self.within is not None else None
+        return own if outer is None else outer if own is None else min(own, outer)
 
 
 _deadline: ContextVar[Budget | None] = ContextVar("babelrag_deadline", default=None)
@@ -40,10 +47,14 @@ def limit(seconds: float | Budget) -> Iterator[Budget]:
         _deadline.reset(token)
 
 
+def current() -> Budget | None:
+    return _deadline.get()
+
+
 def remaining() -> float | None:
     """Seconds left, or None without a deadline."""
     budget = _deadline.get()
-    return None if budget is None or budget.ends is None else budget.ends - time.monotonic()
+    return None if budget is None else budget.left()
 
 
 def check(what: str) -> None:

@@ -162,6 +162,12 @@ class Trace:
     def fail(self, stage: str, reason: str, fallback: str) -> None:
         self.failures.append(Failure(stage, reason[:300], fallback))
 
+    def extend(self, other: Trace) -> None:
+        """Append another trace's record (work done apart, e.g. on another thread)."""
+        self.steps += other.steps
+        self.llm_calls += other.llm_calls
+        self.failures += other.failures
+
     def warnings(self) -> list[str]:
         """One line per failure, for people (CLI, service responses)."""
         return [f"{f.stage} failed ({f.reason}); {f.fallback}" for f in self.failures]

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from babelrag.concurrency import in_order
 from babelrag.config import preset_config
 from babelrag.context.multirag import MultiRAG
 from babelrag.evaluate.golden import GoldenQuestion
@@ -20,23 +21,28 @@ from babelrag.retrieve.pipeline import Searcher
 
 
 def generator_preference(kb: KnowledgeBase, questions: Sequence[GoldenQuestion], langs: Sequence[str], llm: str,
-                         k: int = 5, answer_tokens: int = 48) -> dict[str, Any]:
+                         k: int = 5, answer_tokens: int = 48, concurrency: int = 1) -> dict[str, Any]:
     config = preset_config("multirag", {"llm": llm, "k": k, "generate_k": k, "answer_tokens": answer_tokens,
                                         "country_filter": False})
     searcher = Searcher(kb, config)
+
+    def answers_of(q: GoldenQuestion) -> list[str]:
+        result = searcher.search(q.as_question())
+        context = MultiRAG().build(result.question, result.evidence.hits[:k], config, result.trace)
+        texts = []
+        for lang in langs:  # the same evidence, the prompt asking for an answer in `lang`
+            text, _, _ = generate(replace(result.question, lang=lang), context, config, result.trace)
+            texts.append(strip_citations(text) or "-")
+        return texts
+
     matrices, answers = [], []
-    with progress("generator preference", len(questions) * len(langs)) as advance:
-        for q in questions:
-            result = searcher.search(q.as_question())
-            context = MultiRAG().build(result.question, result.evidence.hits[:k], config, result.trace)
-            texts = []
-            for lang in langs:  # the same evidence, the prompt asking for an answer in `lang`
-                text, _, _ = generate(replace(result.question, lang=lang), context, config, result.trace)
-                texts.append(strip_citations(text) or "-")
-                advance(1)
+    with progress("generator preference", len(questions), "questions") as advance, \
+            in_order(answers_of, questions, concurrency) as results:
+        for q, texts in zip(questions, results):
             vectors = kb.embedder.embed(texts, "passage")
             matrices.append(vectors @ vectors.T)
             answers.append({"id": q.id, "answers": dict(zip(langs, texts))})
+            advance(1)
     mean = np.mean(matrices, axis=0)
     off_diagonal = ~np.eye(len(langs), dtype=bool)
     preference = {lang: float(mean[i][off_diagonal[i]].mean()) for i, lang in enumerate(langs)}

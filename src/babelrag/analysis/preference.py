@@ -18,6 +18,7 @@ from typing import Any
 
 from babelrag.analysis.delp import FEATURES, Pair, Priors, calibrate, prior_correlations, variability
 from babelrag.analysis.mlrs import query_shift, random_reference
+from babelrag.concurrency import in_order
 from babelrag.config import preset_config
 from babelrag.errors import ConfigError
 from babelrag.evaluate.golden import GoldenQuestion
@@ -47,6 +48,7 @@ class PreferenceOptions:
     seed: int = 0
     sensitivity_pair: tuple[str, str] | None = None
     sensitivity_ratios: int = 0  # gold shares measured between the pair's languages (SPEC: 11); 0 = off
+    concurrency: int = 1  # questions measured at once (results and trace as sequential)
     notes: list[str] = field(default_factory=list)
 
 
@@ -109,25 +111,37 @@ def _measure(tools: _Tools, questions: Sequence[GoldenQuestion], p_cult: dict[st
     shifts: dict[Pair, list[float]] = defaultdict(list)
     gold_hits: dict[Pair, list[float]] = defaultdict(list)
     failed: Counter[Pair] = Counter()
-    with progress(label, len(questions)) as advance:
-        for q in questions:
-            hits = tools.searcher.search(q.as_question()).evidence.hits
-            ranked = [h.passage for h in hits if h.passage.id not in removed][:options.exposure_k]
-            exposure[q.lang].update(p.lang for p in ranked)
-            for lang in kb_langs:
-                gold_hits[(q.lang, lang)].append(float(any(lang in pages.get(g, set()) for g in q.gold_pages)))
-            targets = [q.lang] if options.targets == "query" else \
-                kb_langs if options.targets == "all" else [t.strip() for t in options.targets.split(",")]
-            for target in targets:
-                try:
-                    shift = query_shift(q.id, q.question, q.lang, ranked[:options.n], target, tools.rescorer,
-                                        tools.translator, tools.trace)
-                except LLMError as error:  # an untranslated list would count as "no rise": leave the query out
-                    tools.trace.fail("translate", f"{q.id} → {target}: {error}", "query left out of this MLRS cell")
-                    failed[(q.lang, target)] += 1
-                    continue
-                shifts[(q.lang, target)].append(shift.mlrs)
-            advance(1)
+
+    def one(q: GoldenQuestion) -> tuple[GoldenQuestion, list[Passage], dict[str, float | None], Trace]:
+        """A question's exposure list and its MLRS per target (None: the translation failed)."""
+        trace = Trace()  # merged into the shared trace in question order, so concurrency changes nothing
+        hits = tools.searcher.search(q.as_question()).evidence.hits
+        ranked = [h.passage for h in hits if h.passage.id not in removed][:options.exposure_k]
+        targets = [q.lang] if options.targets == "query" else \
+            kb_langs if options.targets == "all" else [t.strip() for t in options.targets.split(",")]
+        measured: dict[str, float | None] = {}
+        for target in targets:
+            try:
+                measured[target] = query_shift(q.id, q.question, q.lang, ranked[:options.n], target, tools.rescorer,
+                                               tools.translator, trace).mlrs
+            except LLMError as error:  # an untranslated list would count as "no rise": leave the query out
+                trace.fail("translate", f"{q.id} → {target}: {error}", "query left out of this MLRS cell")
+                measured[target] = None
+        return q, ranked, measured, trace
+
+    with progress(label, len(questions), "questions") as advance:
+        with in_order(one, questions, options.concurrency) as results:
+            for q, ranked, measured, trace in results:
+                tools.trace.extend(trace)
+                exposure[q.lang].update(p.lang for p in ranked)
+                for lang in kb_langs:
+                    gold_hits[(q.lang, lang)].append(float(any(lang in pages.get(g, set()) for g in q.gold_pages)))
+                for target, shift in measured.items():
+                    if shift is None:
+                        failed[(q.lang, target)] += 1
+                    else:
+                        shifts[(q.lang, target)].append(shift)
+                advance(1)
     query_langs = sorted(exposure)
     priors = Priors(
         p_ret={(lq, ld): exposure[lq][ld] / max(sum(exposure[lq].values()), 1) for lq in query_langs for ld in kb_langs},

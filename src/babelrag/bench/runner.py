@@ -150,10 +150,11 @@ def fit_profiles(golden: list[GoldenQuestion], indexes: list[str], store: str, f
 
 def run_bench(out: Path, data: Path, quick: bool = False, ladder_name: str = "blog", store: str | None = None,
               seed: int = 13, llm: str | None = None, llm_per_cell: int | None = None,
-              llm_per_kb: int | None = None) -> dict[str, Any]:
+              llm_per_kb: int | None = None, concurrency: int | None = None) -> dict[str, Any]:
     """``llm_per_cell``: questions per cell for the LLM steps (default 20, and 1 for answering ladders);
     ``llm_per_kb``: per knowledge base instead; ``quick`` without either: one question per country KB
-    for the LLM steps, two questions for answering."""
+    for the LLM steps, two questions for answering. ``concurrency``: questions in flight in every
+    step (default: one for retrieval, the model's slots for LLM steps)."""
     started = time.perf_counter()
     store = store or str(home() / "bench" / "store")
     out.mkdir(parents=True, exist_ok=True)
@@ -195,7 +196,7 @@ def run_bench(out: Path, data: Path, quick: bool = False, ladder_name: str = "bl
             overrides = dict(overrides, threshold=round(calibration[source]["threshold"], 6))
         results[step.name] = run_config(step.name, preset_config(step.preset, overrides), questions,
                                         out / f"{number:02d}-{_slug(step.name)}", store, answer=step.answer,
-                                        report_split=split)
+                                        report_split=split, concurrency=concurrency)
     from babelrag.evaluate.report import summarise_runs, write_reports
 
     baselines = {s.name: s.baseline for s in steps if s.baseline and s.name in results and s.baseline in results}
@@ -203,7 +204,7 @@ def run_bench(out: Path, data: Path, quick: bool = False, ladder_name: str = "bl
         list(results.values()), ladder=ladder_name, baselines=baselines, calibration=calibration,
         runs={name: r.folder.name for name, r in results.items()},
         data={"source": str(data), "quick": quick, "seed": seed, "questions": len(bench.golden), "split": split,
-              "llm": llm, "llm_per_cell": per_cell, "llm_per_kb": llm_per_kb, "indexes": sorted(needed),
+              "llm": llm, "concurrency": concurrency or "default", "llm_per_cell": per_cell, "llm_per_kb": llm_per_kb, "indexes": sorted(needed),
               "notes": notes},
         seconds=time.perf_counter() - started)
     (out / "metrics.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from babelrag.cli.common import KbOpt, LlmOpt, StoreOpt, app, err, out, split
+from babelrag.cli.common import ConcurrencyOpt, KbOpt, LlmOpt, StoreOpt, app, err, out, split
 from babelrag.errors import BabelragError
 
 analyze_app = typer.Typer(help="Language-preference measurements on any KB and golden set.", no_args_is_help=True)
@@ -34,9 +35,11 @@ def preference(
     llm: LlmOpt = None,
     out_dir: Annotated[Path, typer.Option("--out", help="Output folder.")] = Path("runs/preference"),
     store: StoreOpt = None,
+    concurrency: ConcurrencyOpt = None,
 ) -> None:
     """MLRS per (query, target language), structural priors, DeLP and their correlations, with heatmaps."""
     from babelrag.analysis.preference import PreferenceOptions, analyze_preference
+    from babelrag.models.llm import slots_of
     from babelrag.analysis.report import write_preference
     from babelrag.evaluate.golden import load_golden
     from babelrag.kb import KnowledgeBase
@@ -47,8 +50,10 @@ def preference(
                                 translator=translator, lam=lam, cultural=cultural, sensitivity_ratios=sensitivity,
                                 sensitivity_pair=tuple(split(sensitivity_pair)) if sensitivity_pair else None,
                                 **({"llm": llm} if llm else {}))
+    if concurrency is None:  # translating with the LLM: as many questions as it has slots
+        concurrency = slots_of(options.llm) if translator == "llm" else 1
     with KnowledgeBase.open(kb, store) as handle:
-        result = analyze_preference(handle, load_golden(golden), options)
+        result = analyze_preference(handle, load_golden(golden), replace(options, concurrency=concurrency))
     files = write_preference(result, out_dir)
     out.print(files["markdown"].read_text(), markup=False, highlight=False)
     err.print(f"written: {', '.join(str(p) for p in files.values())}")
@@ -63,18 +68,22 @@ def generator(
     llm: LlmOpt = None,
     out_dir: Annotated[Path, typer.Option("--out", help="Output folder.")] = Path("runs/generator-preference"),
     store: StoreOpt = None,
+    concurrency: ConcurrencyOpt = None,
 ) -> None:
     """Answers in each of N languages from the same evidence; pairwise similarity; preference per language."""
     import random
 
     from babelrag.analysis.generator_preference import generator_preference
+    from babelrag.models.llm import slots_of
     from babelrag.analysis.report import heatmap, matrix
     from babelrag.evaluate.golden import load_golden
     from babelrag.kb import KnowledgeBase
 
     sample = random.Random(0).sample(load_golden(golden), questions)
     with KnowledgeBase.open(kb, store) as handle:
-        result = generator_preference(handle, sample, list(split(langs)), llm or "qwen2.5-coder-0.5b")
+        model = llm or "qwen2.5-coder-0.5b"
+        result = generator_preference(handle, sample, list(split(langs)), model,
+                                      concurrency=concurrency or slots_of(model))
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "generator_preference.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
     names = result["languages"]

@@ -19,6 +19,9 @@ StoreOpt = Annotated[Optional[str], typer.Option("--store", help="KB store: a di
 KbOpt = Annotated[str, typer.Option("--kb", help="Knowledge base name.")]
 LlmOpt = Annotated[Optional[str], typer.Option("--llm", help="LLM for translation, HyDE, DELTA: a provisioned "
                                                 "model (babelrag models list), a .gguf path, or openai:MODEL@URL.")]
+ConcurrencyOpt = Annotated[Optional[int], typer.Option(
+    "--concurrency", min=1, max=64, help="Questions in flight (default: 1 for retrieval, the LLM's slots for LLM "
+    "methods: $BABELRAG_LLM_SLOTS in-process, $BABELRAG_LLM_CONCURRENCY for an endpoint). Output as sequential.")]
 DEFAULT_DATA = Path(os.environ.get("BABELRAG_DATA", "../shared/data"))  # the repo's data, run from its root
 
 

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from babelrag.cli.common import DEFAULT_DATA, LlmOpt, StoreOpt, app, err, out
+from babelrag.cli.common import DEFAULT_DATA, ConcurrencyOpt, LlmOpt, StoreOpt, app, err, out
 
 
 @app.command("eval")
@@ -27,6 +27,7 @@ def evaluate(
     warm: Annotated[bool, typer.Option("--warm", help="Reuse cached candidates and query vectors (fast sweeps); "
                                                       "times then measure the caches and are labelled warm.")] = False,
     store: StoreOpt = None,
+    concurrency: ConcurrencyOpt = None,
 ) -> None:
     """Evaluate one configuration on a golden set: per-question traces, metrics overall and per cell."""
     from babelrag.config import parse_overrides, preset_config
@@ -42,7 +43,7 @@ def evaluate(
         split = "test"  # the profile was fitted on the dev questions: scoring them would flatter it
         err.print("[yellow]note:[/] a tuned profile is scored on the test split only (--split to choose)")
     result = run_config(label, config, questions, folder, store, index=kb, answer=answer,
-                        timing="warm" if warm else "cold", report_split=split)
+                        timing="warm" if warm else "cold", report_split=split, concurrency=concurrency)
     write_reports(summarise_runs([result]), folder)
     _print_metrics({label: result.metrics})
     err.print(f"run folder: {folder}")
@@ -65,6 +66,7 @@ def bench(
     llm_per_kb: Annotated[Optional[int], typer.Option(help="Questions per knowledge base for the LLM steps, "
                                                            "instead of per cell (a smaller spread sample).")] = None,
     store: StoreOpt = None,
+    concurrency: ConcurrencyOpt = None,
 ) -> None:
     """The main job: build the cell benchmarks, index them, run a ladder, write metrics and the cell report."""
     from babelrag.bench.runner import run_bench
@@ -72,7 +74,7 @@ def bench(
     folder = out or Path("runs") / f"bench-{'qa-' if qa else ''}{'quick-' if quick else ''}{time.strftime('%Y%m%d-%H%M%S')}"
     ladder = ladder or (("qa-core" if quick else "qa") if qa else "blog")
     summary = run_bench(folder, data, quick=quick, ladder_name=ladder, store=store, seed=seed, llm=llm,
-                        llm_per_cell=llm_per_cell, llm_per_kb=llm_per_kb)
+                        llm_per_cell=llm_per_cell, llm_per_kb=llm_per_kb, concurrency=concurrency)
     for note in summary["data"]["notes"]:
         err.print(f"[yellow]note:[/] {escape(note)}")
     _print_metrics(summary["configs"])

@@ -1,12 +1,14 @@
 """CrossRAG ([RHB], SPEC §4.2): every passage not already in the pivot is translated into it; the
 answer is still written in the question's language. The source language comes from passage
-metadata, never guessed (cf. the public baseline that translated into the query language, §8.2)."""
+metadata, never guessed (cf. the public baseline that translated into the query language, §8.2).
+Passages are translated as many at a time as the model has slots."""
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from babelrag.concurrency import traced_in_order
 from babelrag.config import SearchConfig
-from babelrag.context.translation import translated_text
+from babelrag.context.translation import translated_text, translation_slots
 from babelrag.models.registry import translator_for
 from babelrag.types import Context, ContextPassage, Hit, Question, Trace
 
@@ -16,10 +18,12 @@ class CrossRAG:
 
     def build(self, question: Question, evidence: Sequence[Hit], config: SearchConfig, trace: Trace) -> Context:
         translator = translator_for(config.translator, config.llm)
-        passages = []
-        for number, hit in enumerate(evidence, start=1):
-            p = hit.passage
-            text = translated_text(translator, p, config.pivot, trace) if p.lang != config.pivot else None
-            passages.append(ContextPassage(number, p, text, config.pivot, translated=True, kind="translated")
-                            if text is not None else ContextPassage(number, p, p.text, p.lang))
+
+        def one(numbered: tuple[int, Hit], own: Trace) -> ContextPassage:
+            number, p = numbered[0], numbered[1].passage
+            text = translated_text(translator, p, config.pivot, own) if p.lang != config.pivot else None
+            return ContextPassage(number, p, text, config.pivot, translated=True, kind="translated") \
+                if text is not None else ContextPassage(number, p, p.text, p.lang)
+
+        passages = traced_in_order(one, list(enumerate(evidence, start=1)), trace, translation_slots(config))
         return Context(self.name, tuple(passages))

@@ -2,17 +2,22 @@
 (P_translated; native ones kept as they are), then an LLM rewrites each into a standalone passage
 that brings in what it knows and drops what is redundant (P_refined). The generator reads
 P_translated followed by P_refined (``combine=sets``, the paper) or each pair joined
-(``combine=pairs``, the public code); ``dkm_parts`` keeps one set for the paper's ablations."""
+(``combine=pairs``, the public code); ``dkm_parts`` keeps one set for the paper's ablations. Passages
+are translated, then refined, as many at a time as the model has slots; a refinement that starts
+looping is stopped there and dropped."""
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
 
+from babelrag import deadline
+from babelrag.concurrency import traced_in_order
 from babelrag.config import SearchConfig
-from babelrag.context.translation import translated_text
+from babelrag.context.translation import translated_text, translation_slots
 from babelrag.lang.languages import language_name
-from babelrag.models.llm import LLMError, build_llm
+from babelrag.models.llm import LLMError, build_llm, slots_of
 from babelrag.models.registry import translator_for
+from babelrag.models.translate import LoopGuard, loops
 from babelrag.models.structured import record
 from babelrag.types import Context, ContextPassage, Hit, Question, Trace
 
@@ -34,29 +39,41 @@ class DKM:
     def build(self, question: Question, evidence: Sequence[Hit], config: SearchConfig, trace: Trace) -> Context:
         lang = question.lang or "en"
         translator = translator_for(config.translator, config.llm)
-        translated: list[ContextPassage] = []
-        for number, hit in enumerate(evidence, start=1):
-            p = hit.passage
-            text = translated_text(translator, p, lang, trace) if p.lang != lang else None
-            translated.append(ContextPassage(number, p, text, lang, translated=True, kind="translated")
-                              if text is not None else ContextPassage(number, p, p.text, p.lang))
+
+        def translate_one(numbered: tuple[int, Hit], own: Trace) -> ContextPassage:
+            number, p = numbered[0], numbered[1].passage
+            text = translated_text(translator, p, lang, own) if p.lang != lang else None
+            return ContextPassage(number, p, text, lang, translated=True, kind="translated") \
+                if text is not None else ContextPassage(number, p, p.text, p.lang)
+
+        translated = traced_in_order(translate_one, list(enumerate(evidence, start=1)), trace, translation_slots(config))
         if config.dkm_parts == "translated":  # ablation: w/o P_refined
             return Context(self.name, tuple(translated))
-        llm = build_llm(config.refiner or config.generator or config.llm)  # the generator's model unless set apart
-        refined: list[ContextPassage] = []
+        spec = config.refiner or config.generator or config.llm  # the generator's model unless set apart
+        llm = build_llm(spec)
+
+        def refine_one(cp: ContextPassage, own: Trace) -> ContextPassage | None:
+            guard = LoopGuard(cp.text)
+            try:
+                completion = llm.stream(_refine_prompt(question, cp.text), guard, max_tokens=REFINE_TOKENS)
+            except LLMError as error:
+                own.fail("refine", f"passage {cp.passage.id}: {error}", "no refined passage")
+                return None
+            record(own, "rewriter", completion)
+            if completion.stopped and not guard.fired:  # cut by the deadline, not finished
+                deadline.check("the rest of a refinement")
+            text = completion.text.strip()
+            problem = "empty rewrite" if not text else "repeats itself (a decoding loop)" \
+                if guard.fired or loops(text, cp.text) else "cut off before its end" if completion.stopped else None
+            if problem:  # nothing refined is not the input passage again, nor a loop a passage
+                own.fail("refine", f"passage {cp.passage.id}: {problem}", "no refined passage")
+                return None
+            return ContextPassage(0, cp.passage, text, lang, translated=cp.translated,
+                                  kind="refined")
+
         with trace.step("refine", self.name, passages=len(translated)):
-            for cp in translated:
-                try:
-                    completion = llm.complete(_refine_prompt(question, cp.text), max_tokens=REFINE_TOKENS)
-                except LLMError as error:
-                    trace.fail("refine", f"passage {cp.passage.id}: {error}", "no refined passage")
-                    continue
-                record(trace, "rewriter", completion)
-                if not completion.text.strip():  # nothing refined is not the input passage again
-                    trace.fail("refine", f"passage {cp.passage.id}: empty rewrite", "no refined passage")
-                    continue
-                refined.append(ContextPassage(len(translated) + len(refined) + 1, cp.passage, completion.text.strip(),
-                                              lang, translated=cp.translated, kind="refined"))
+            kept = [r for r in traced_in_order(refine_one, translated, trace, slots_of(spec)) if r is not None]
+        refined = [replace(r, number=len(translated) + i) for i, r in enumerate(kept, start=1)]
         if config.dkm_parts == "refined":  # ablation: w/o P_translated
             return Context(self.name, tuple(replace(r, number=i) for i, r in enumerate(refined, start=1)))
         if config.dkm_combine == "pairs":

@@ -11,9 +11,10 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
+from babelrag.concurrency import traced_in_order
 from babelrag.config import SearchConfig
 from babelrag.context.qtt_wording import qtt_wording
-from babelrag.context.translation import translated_text
+from babelrag.context.translation import translated_text, translation_slots
 from babelrag.lang.languages import language_name
 from babelrag.models.llm import LLMError, build_llm
 from babelrag.models.registry import translator_for
@@ -43,30 +44,31 @@ class QTT:
         translator = translator_for(config.translator, config.llm)
         llm = build_llm(config.llm)
         words = qtt_wording(lang)
-        passages = []
-        for number, hit in enumerate(evidence, start=1):
-            p = hit.passage
+        def one(numbered: tuple[int, Hit], own: Trace) -> ContextPassage | None:
+            number, p = numbered[0], numbered[1].passage
             if p.lang == lang:
-                passages.append(ContextPassage(number, p, p.text, p.lang))
-                continue
-            text = translated_text(translator, p, lang, trace)
+                return ContextPassage(number, p, p.text, p.lang)
+            text = translated_text(translator, p, lang, own)
             if text is None:  # the failure is in the trace; the generator is told the passage is untranslated
-                if config.qtt_min_score is None:
-                    passages.append(ContextPassage(number, p, f"{p.text}\n[{words.quality}] {words.untranslated} {p.lang}",
-                                                   p.lang, kind="untranslated", tags={"quality": {}, "mean": None}))
-                continue
+                if config.qtt_min_score is not None:
+                    return None
+                return ContextPassage(number, p, f"{p.text}\n[{words.quality}] {words.untranslated} {p.lang}",
+                                      p.lang, kind="untranslated", tags={"quality": {}, "mean": None})
             try:
-                q = complete_json(llm, _judge_prompt(p, text, lang), Quality, role="judge", trace=trace, max_tokens=60)
+                q = complete_json(llm, _judge_prompt(p, text, lang), Quality, role="judge", trace=own, max_tokens=60)
                 scores = {"semantic": round(q.semantic_equivalence, 1), "grammar": round(q.grammatical_accuracy, 1),
                           "fluency": round(q.naturalness, 1)}
                 line = f"[{words.quality}] {words.semantic}: {scores['semantic']}, {words.grammar}: " \
                        f"{scores['grammar']}, {words.fluency}: {scores['fluency']}"
             except LLMError as error:  # SPEC §4.4: tagged unscored, and counted as the judge's failure
-                trace.fail("judge", f"passage {p.id}: {error}", "translation tagged unscored")
+                own.fail("judge", f"passage {p.id}: {error}", "translation tagged unscored")
                 scores, line = {}, f"[{words.quality}] {words.unscored}"
             mean = sum(scores.values()) / 3 if scores else None
             if config.qtt_min_score is not None and (mean is None or mean < config.qtt_min_score):
-                continue
-            passages.append(ContextPassage(number, p, f"{text}\n{line}", lang, translated=True, kind="translated",
-                                           tags={"quality": scores, "mean": mean}))
+                return None
+            return ContextPassage(number, p, f"{text}\n{line}", lang, translated=True, kind="translated",
+                                  tags={"quality": scores, "mean": mean})
+
+        built = traced_in_order(one, list(enumerate(evidence, start=1)), trace, translation_slots(config))
+        passages = [cp for cp in built if cp is not None]
         return Context(self.name, tuple(passages), instruction=words.rules)

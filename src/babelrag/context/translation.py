@@ -5,7 +5,8 @@ leaves the passage in its own language, recorded as a failure, rather than losin
 """
 from __future__ import annotations
 
-from babelrag.models.llm import LLMError
+from babelrag.config import SearchConfig
+from babelrag.models.llm import LLMError, slots_of
 from babelrag.models.translate import Translator, translate
 from babelrag.types import Passage, Trace
 
@@ -17,3 +18,8 @@ def translated_text(translator: Translator, passage: Passage, target: str, trace
     except LLMError as error:
         trace.fail("translate", f"passage {passage.id}: {error}", "passage kept in its own language")
         return None
+
+
+def translation_slots(config: SearchConfig) -> int:
+    """Passages translated at once: the LLM's slots (a local MT model translates one at a time)."""
+    return slots_of(config.llm) if config.translator == "llm" else 1

@@ -14,18 +14,26 @@ from a cache, its query vectors embedded afresh — after an untimed warm-up tha
 analyzers; model calls count at their original cost, so ``latency_ms = retrieval_ms + model_ms``
 does not depend on what earlier runs left in the caches. ``warm`` reuses cached candidates and
 query vectors (fast sweeps) and says so in the metrics.
+
+Concurrency (``concurrency``): N questions in flight on threads, across the run's KBs (an LLM endpoint
+with N slots, or a remote API, works on N at once). Rows are written in a sequential run's order
+whatever finishes first, so the folder, its resumption and the traces (apart from seconds) are those
+of a sequential run; a question's times then include waiting for shared cores and model slots (and
+cold runs keep query vectors other questions embedded), and the metrics say so.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from babelrag import __version__
+from babelrag.concurrency import in_order
 from babelrag.config import SearchConfig
 from babelrag.errors import BabelragError, ConfigError, IndexMismatch, KBNotFound, StoreError
 from babelrag.evaluate.answers import answer_language_correct, char3gram_recall, flexible_exact_match
@@ -38,7 +46,7 @@ from babelrag.generate.generator import strip_citations
 from babelrag.jsonl import numbered_lines
 from babelrag.kb import KnowledgeBase
 from babelrag.lang import analysis
-from babelrag.models.llm import build_llm
+from babelrag.models.llm import build_llm, slots_of
 from babelrag.paths import cache_dir
 from babelrag.progress import progress
 from babelrag.retrieve.cache import RetrievalCache
@@ -55,6 +63,8 @@ TIMING_NOTES: dict[str, str] = {
             "analyzers warmed up before timing); model calls at their original cost",
     "warm": "warm: candidates and query vectors reused from caches (sweep mode); retrieval times measure the caches",
 }
+CONCURRENCY_NOTE = ("{n} questions in flight: each question's times include waiting for shared cores and model "
+                    "slots; compare latencies between runs at the same concurrency")
 ABORT_AFTER = 10  # this many questions failing in a row, none scored yet: a broken setup, not bad answers
 FATAL = (ConfigError, IndexMismatch, KBNotFound, StoreError, KeyboardInterrupt)
 
@@ -170,8 +180,9 @@ class _Runner:
             pass
         self.kb.forget_query_vectors()
 
-    def row(self, question: GoldenQuestion) -> dict[str, Any]:
-        if self.timing == "cold":
+    def row(self, question: GoldenQuestion, alone: bool = True) -> dict[str, Any]:
+        """``alone``: no other question in flight, so forgetting query vectors costs nobody else."""
+        if self.timing == "cold" and alone:
             self.kb.forget_query_vectors()
         start = time.perf_counter()
         if self.answerer is not None:
@@ -197,12 +208,39 @@ class _Runner:
         return row
 
 
+def default_concurrency(config: SearchConfig, answer: bool) -> int:
+    """Retrieval alone runs one question at a time (its latencies stay clean, and it is CPU-bound);
+    a method that calls an LLM keeps as many questions in flight as the model has slots."""
+    uses_llm = answer or config.query_uses_llm() or config.context not in ("none", "multirag")
+    return slots_of(config.generator or config.llm) if uses_llm else 1
+
+
+def _outcome(runners: dict[str, _Runner], alone: bool) -> Callable[[tuple[str, GoldenQuestion]],
+                                                                    tuple[str, GoldenQuestion, dict[str, Any]]]:
+    """Each question's row, or the exception (judged later, in order, where the run decides what it means)."""
+    def work(job: tuple[str, GoldenQuestion]) -> tuple[str, GoldenQuestion, dict[str, Any]]:
+        kb_name, question = job
+        start = time.perf_counter()
+        try:
+            return kb_name, question, runners[kb_name].row(question, alone)
+        except FATAL:
+            raise
+        except Exception as error:  # noqa: BLE001 - one question's failure is data
+            return kb_name, question, {"_error": error, "_seconds": time.perf_counter() - start}
+    return work
+
+
 def run_config(name: str, config: SearchConfig, questions: Sequence[GoldenQuestion], folder: Path,
                store: str | None = None, index: str | None = None, answer: bool = False,
-               timing: Timing = "cold", report_split: str | None = None) -> RunResult:
+               timing: Timing = "cold", report_split: str | None = None,
+               concurrency: int | None = None) -> RunResult:
     """Evaluate ``config`` on ``questions`` (with ``answer``: generate and score answers too).
     ``index`` overrides each question's own index/kb. ``report_split``: the headline metrics cover
-    only questions tagged with that split (the others are summarised apart, labelled)."""
+    only questions tagged with that split (the others are summarised apart, labelled).
+    ``concurrency``: questions in flight (default: ``default_concurrency``)."""
+    concurrency = concurrency or default_concurrency(config, answer)
+    if concurrency < 1:
+        raise ConfigError(f"concurrency: at least 1 question in flight (got {concurrency})")
     folder.mkdir(parents=True, exist_ok=True)
     by_index: dict[str, list[GoldenQuestion]] = {}
     for q in questions:
@@ -229,37 +267,43 @@ def run_config(name: str, config: SearchConfig, questions: Sequence[GoldenQuesti
     rows = read_jsonl_rows(traces)
     traces.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     done = {r["id"] for r in rows}
-    errors_in_a_row, scored_any = 0, bool(rows)
+    errors_in_a_row, scored_any, questions_seconds = 0, bool(rows), 0.0
     with open(traces, "a", encoding="utf-8") as out, \
-            progress(name, sum(q.id not in done for q in questions)) as advance:
-        for kb_name, group in by_index.items():
-            todo = [q for q in group if q.id not in done]
-            if not todo:
-                continue
-            with KnowledgeBase.open(kb_name, store, cached_queries=timing == "warm") as kb:
-                runner = _Runner(kb, config, answer, timing)
-                for question in todo:
-                    start = time.perf_counter()
-                    try:
-                        row = runner.row(question)
-                        errors_in_a_row, scored_any = 0, True
-                    except FATAL:
-                        raise
-                    except Exception as error:  # noqa: BLE001 - one question's failure is data
-                        errors_in_a_row += 1
-                        if errors_in_a_row >= ABORT_AFTER and not scored_any:
-                            raise BabelragError(f"{name}: the first {ABORT_AFTER} questions all failed; the "
-                                                f"setup is broken, not the answers: {type(error).__name__}: {error}") \
-                                from error
-                        row = runner.failed_row(question, error, time.perf_counter() - start)
-                    out.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
-                    out.flush()
-                    rows.append(row)
-                    advance(1)
+            progress(name, sum(q.id not in done for q in questions), "questions") as advance:
+        todo = [(kb_name, q) for kb_name, group in by_index.items() for q in group if q.id not in done]
+        # in flight together, questions of every KB need their KBs open at once; one at a time, one KB is
+        batches = [todo] if concurrency > 1 else [[job for job in todo if job[0] == kb] for kb in dict.fromkeys(
+            kb_name for kb_name, _ in todo)]
+        for batch in batches:
+            with ExitStack() as opened:
+                runners: dict[str, _Runner] = {}
+                for kb_name in dict.fromkeys(kb_name for kb_name, _ in batch):
+                    kb = opened.enter_context(KnowledgeBase.open(kb_name, store, cached_queries=timing == "warm"))
+                    runners[kb_name] = _Runner(kb, config, answer, timing)
+                started = time.perf_counter()
+                with in_order(_outcome(runners, concurrency == 1), batch, concurrency) as results:
+                    for kb_name, question, row in results:
+                        if "_error" in row:
+                            error = row["_error"]
+                            errors_in_a_row += 1
+                            if errors_in_a_row >= ABORT_AFTER and not scored_any:
+                                raise BabelragError(f"{name}: the first {ABORT_AFTER} questions all failed; the "
+                                                    f"setup is broken, not the answers: {type(error).__name__}: "
+                                                    f"{error}") from error
+                            row = runners[kb_name].failed_row(question, error, row["_seconds"])
+                        else:
+                            errors_in_a_row, scored_any = 0, True
+                        out.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+                        out.flush()
+                        rows.append(row)
+                        advance(1)
+                questions_seconds += time.perf_counter() - started
     order = {q.id: i for i, q in enumerate(questions)}
     rows.sort(key=lambda r: order.get(r["id"], len(order)))
     metrics = run_metrics(rows, report_split)
-    metrics["timing"] = {"mode": timing, "how": TIMING_NOTES[timing]}
+    metrics["timing"] = {"mode": timing, "how": TIMING_NOTES[timing], "concurrency": concurrency,
+                         "questions_seconds": questions_seconds,  # wall time of this call's questions, setup apart
+                         **({"in_flight": CONCURRENCY_NOTE.format(n=concurrency)} if concurrency > 1 else {})}
     (folder / "metrics.json").write_text(json.dumps({"configs": {name: metrics}}, indent=2), encoding="utf-8")
     (folder / COMPLETE).write_text(time.strftime("%Y-%m-%dT%H:%M:%S"), encoding="utf-8")
     return RunResult(name, folder, rows, metrics)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import threading
 import time
-from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ import httpx
 
 from babelrag import deadline, paths
 from babelrag.errors import ConfigError
-from babelrag.models.llm_types import LLM, Completion, LLMError, Message
+from babelrag.models.llm_types import LLM, Completion, LLMError, Message, OnText
 
 __all__ = ["LLM", "Completion", "LLMError", "LocalLLM", "Message", "OpenAILLM", "build_llm"]
 
@@ -38,10 +38,26 @@ def _completion(payload: dict[str, Any], seconds: float, model: str) -> Completi
     return Completion(text, int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)), seconds, model)
 
 
-class LocalLLM:
-    """A GGUF file run in-process by llama.cpp (xllamacpp). One server per file, shared by threads."""
+def _positive_env(name: str, default: int) -> int:
+    raw = os.environ.get(name, "")
+    try:
+        value = int(raw) if raw else default
+    except ValueError as error:
+        raise ConfigError(f"${name}: a whole number of slots (got '{raw}')") from error
+    if not 1 <= value <= 64:
+        raise ConfigError(f"${name}: between 1 and 64 (got {value})")
+    return value
 
-    def __init__(self, path: str, n_ctx: int = 8192, threads: int | None = None):
+
+class LocalLLM:
+    """A GGUF file run in-process by llama.cpp (xllamacpp). One server per file, shared by threads.
+
+    ``slots`` (``$BABELRAG_LLM_SLOTS``, default 1) sequences are decoded together (continuous
+    batching), each with its own ``n_ctx``. A slot's prompt prefix is reused for the next request only
+    with ``$BABELRAG_LLM_PREFIX_REUSE=1``: answers then depend on what ran before. llama.cpp also
+    listens on a loopback port; a random key (never shown) keeps other local users out of it."""
+
+    def __init__(self, path: str, n_ctx: int = 8192, threads: int | None = None, slots: int | None = None):
         try:
             import xllamacpp
         except ImportError as error:
@@ -55,8 +71,14 @@ class LocalLLM:
         self.name = f"{self.path.stem}@{verified(self.path)[:12]}"
         params = xllamacpp.CommonParams()
         params.model.path = str(self.path)
-        params.n_ctx = n_ctx
-        params.n_parallel = 1
+        self.slots = slots or _positive_env("BABELRAG_LLM_SLOTS", 1)
+        # measured: with llama.cpp's prompt-prefix reuse the same request can be answered differently
+        # depending on what the slot held before (3 of 3 passage translations on the shipped data), which
+        # breaks the completion cache's promise and run-to-run comparisons; opt in where speed matters more
+        self.prefix_reuse = os.environ.get("BABELRAG_LLM_PREFIX_REUSE", "0") == "1"
+        params.n_ctx = n_ctx * self.slots  # llama.cpp splits the context between the slots
+        params.n_parallel = self.slots
+        params.api_keys = [secrets.token_urlsafe(32)]
         params.verbosity = -1
         params.warmup = False
         threads = threads or paths.threads()
@@ -68,7 +90,7 @@ class LocalLLM:
                  temperature: float = 0.0, seed: int = 0) -> Completion:
         deadline.check("an LLM call")
         request: dict[str, Any] = {"messages": messages, "max_tokens": max_tokens, "temperature": temperature,
-                                   "seed": seed}
+                                   "seed": seed, "cache_prompt": self.prefix_reuse}
         if json_schema is not None:
             request["response_format"] = {"type": "json_schema", "json_schema": {"schema": json_schema}}
         start = time.perf_counter()
@@ -77,37 +99,53 @@ class LocalLLM:
             raise LLMError(f"{self.name}: {payload['error']}")
         return _completion(payload, time.perf_counter() - start, self.name)
 
-    def stream(self, messages: list[Message], on_text: Callable[[str], None], max_tokens: int = 256,
+    def stream(self, messages: list[Message], on_text: OnText, max_tokens: int = 256,
                temperature: float = 0.0, seed: int = 0) -> Completion:
         deadline.check("an LLM call")
         pieces: list[str] = []
         counts = {"prompt_n": 0, "predicted_n": 0}
 
+        stopped, errors = False, []
+
         def receive(chunk: dict[str, Any]) -> bool:
+            nonlocal stopped
+            if "error" in chunk:
+                errors.append(chunk["error"])
+                return True
             piece = _delta(chunk)
             if piece:
                 pieces.append(piece)
-                on_text(piece)
+                stopped = bool(on_text(piece))
             counts.update({k: v for k, v in (chunk.get("timings") or {}).items() if k in counts})
             left = deadline.remaining()
-            return left is not None and left <= 0  # True stops generation: the request ran out of time
+            stopped = stopped or (left is not None and left <= 0)
+            return stopped  # True stops generation
 
         start = time.perf_counter()
         self._server.handle_chat_completions({"messages": messages, "max_tokens": max_tokens, "stream": True,
-                                              "temperature": temperature, "seed": seed}, receive)
-        return Completion("".join(pieces), int(counts["prompt_n"]), int(counts["predicted_n"]),
-                          time.perf_counter() - start, self.name)
+                                              "temperature": temperature, "seed": seed,
+                                              "cache_prompt": self.prefix_reuse}, receive)
+        if errors:
+            raise LLMError(f"{self.name}: {errors[0]}")
+        # a stopped stream never gets its final counts: each piece is a token
+        return Completion("".join(pieces), int(counts["prompt_n"]), max(int(counts["predicted_n"]), len(pieces)),
+                          time.perf_counter() - start, self.name, stopped=stopped)
 
 
 class OpenAILLM:
     """Any OpenAI-compatible ``/chat/completions`` endpoint (vLLM, Ollama, llama.cpp server, hosted APIs)."""
 
     def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY", timeout: float = 120.0,
-                 retries: int = 3):
+                 retries: int = 3, slots: int | None = None):
+        """``slots``: requests worth sending at once (``$BABELRAG_LLM_CONCURRENCY``, default 4); the
+        endpoint knows its own capacity, so this is the user's setting, not a probe."""
         self.base_url, self.model, self.retries = base_url.rstrip("/"), model, retries
+        self.slots = slots or _positive_env("BABELRAG_LLM_CONCURRENCY", 4)
         self.name = f"{model}@{self.base_url}"
         key = os.environ.get(api_key_env, "not-needed")
-        self._client = httpx.Client(timeout=timeout, headers={"Authorization": f"Bearer {key}"})
+        self._gate = threading.BoundedSemaphore(self.slots)  # at most `slots` requests out, however many threads
+        limits = httpx.Limits(max_connections=max(self.slots, 10), max_keepalive_connections=max(self.slots, 10))
+        self._client = httpx.Client(timeout=timeout, headers={"Authorization": f"Bearer {key}"}, limits=limits)
         self._schema_supported = True
 
     def _post(self, body: dict[str, Any]) -> httpx.Response:
@@ -116,7 +154,8 @@ class OpenAILLM:
             deadline.check("an LLM call")
             left = deadline.remaining()
             try:
-                response = self._client.post(url, json=body, **({"timeout": max(left, 0.1)} if left else {}))
+                with self._gate:
+                    response = self._client.post(url, json=body, **({"timeout": max(left, 0.1)} if left else {}))
             except httpx.TransportError as error:
                 if attempt == self.retries:
                     raise LLMError(f"LLM endpoint {url} unreachable after {attempt + 1} tries: {error}") from error
@@ -145,18 +184,38 @@ class OpenAILLM:
             raise LLMError(f"LLM endpoint refused the request: {response.status_code} {response.text[:200]}")
         return _completion(response.json(), time.perf_counter() - start, self.name)
 
-    def stream(self, messages: list[Message], on_text: Callable[[str], None], max_tokens: int = 256,
+    def stream(self, messages: list[Message], on_text: OnText, max_tokens: int = 256,
                temperature: float = 0.0, seed: int = 0) -> Completion:
         deadline.check("an LLM call")
         body = {"model": self.model, "messages": messages, "max_tokens": max_tokens, "temperature": temperature,
                 "seed": seed, "stream": True, "stream_options": {"include_usage": True}}
+        url = f"{self.base_url}/chat/completions"
+        for attempt in range(self.retries + 1):  # retried like `complete` while nothing has been handed on
+            deadline.check("an LLM call")
+            try:
+                return self._stream_once(url, body, on_text)
+            except _Retry as busy:
+                if attempt == self.retries:
+                    raise LLMError(f"LLM endpoint {url}: {busy}") from busy
+            except httpx.TransportError as error:
+                if attempt == self.retries:
+                    raise LLMError(f"LLM endpoint {url} unreachable after {attempt + 1} tries: {error}") from error
+            time.sleep(min(16.0, 0.5 * 2 ** attempt))
+        raise LLMError(f"LLM endpoint {url} kept failing")
+
+    def _stream_once(self, url: str, body: dict[str, Any], on_text: OnText) -> Completion:
         pieces: list[str] = []
         usage: dict[str, Any] = {}
+        stopped = False
         start = time.perf_counter()
-        try:
-            with self._client.stream("POST", f"{self.base_url}/chat/completions", json=body) as response:
-                if response.status_code >= 400:
-                    raise LLMError(f"LLM endpoint refused the request: {response.status_code} {response.read()[:200]!r}")
+        left = deadline.remaining()
+        with self._gate, self._client.stream("POST", url, json=body,
+                                             **({"timeout": max(left, 0.1)} if left else {})) as response:
+            if response.status_code == 429 or response.status_code >= 500:
+                raise _Retry(f"{response.status_code} {response.read()[:200]!r}")
+            if response.status_code >= 400:
+                raise LLMError(f"LLM endpoint refused the request: {response.status_code} {response.read()[:200]!r}")
+            try:
                 for line in response.iter_lines():
                     if not line.startswith("data:") or line.strip() == "data: [DONE]":
                         continue
@@ -164,13 +223,19 @@ class OpenAILLM:
                     usage = chunk.get("usage") or usage
                     if piece := _delta(chunk):
                         pieces.append(piece)
-                        on_text(piece)
-                    if (left := deadline.remaining()) is not None and left <= 0:
-                        break  # out of time, or nobody is listening any more: closing the stream stops it
-        except httpx.TransportError as error:
-            raise LLMError(f"LLM endpoint {self.base_url} unreachable: {error}") from error
-        return Completion("".join(pieces), int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)),
-                          time.perf_counter() - start, self.name)
+                        stopped = bool(on_text(piece))
+                    if stopped or ((left := deadline.remaining()) is not None and left <= 0):
+                        stopped = True
+                        break  # enough, out of time, or nobody listening any more: closing the stream stops it
+            except httpx.TransportError as error:  # mid-answer: part of it was handed on, no retry
+                raise LLMError(f"LLM endpoint {self.base_url} broke off: {error}") from error
+        return Completion("".join(pieces), int(usage.get("prompt_tokens", 0)),
+                          int(usage.get("completion_tokens", 0)) or len(pieces), time.perf_counter() - start,
+                          self.name, stopped=stopped)
+
+
+class _Retry(Exception):
+    """A busy or failing endpoint before any text came: worth asking again."""
 
 
 _lock = threading.Lock()
@@ -185,18 +250,24 @@ def build_llm(spec: str) -> LLM:
         return Bounded(_registered.get(spec) or _build(spec))
 
 
+def slots_of(spec: str) -> int:
+    """How many requests the model behind ``spec`` serves at once (1 when it does not say)."""
+    return int(getattr(build_llm(spec), "slots", 1))
+
+
 class Bounded:
     """Any LLM, refusing to start a call once the request's deadline has passed (``deadline.py``)."""
 
     def __init__(self, inner: LLM):
         self.inner, self.name = inner, inner.name
+        self.slots = int(getattr(inner, "slots", 1))
 
     def complete(self, messages: list[Message], json_schema: dict[str, Any] | None = None, max_tokens: int = 256,
                  temperature: float = 0.0, seed: int = 0) -> Completion:
         deadline.check("an LLM call")
         return self.inner.complete(messages, json_schema, max_tokens, temperature, seed)
 
-    def stream(self, messages: list[Message], on_text: Callable[[str], None], max_tokens: int = 256,
+    def stream(self, messages: list[Message], on_text: OnText, max_tokens: int = 256,
                temperature: float = 0.0, seed: int = 0) -> Completion:
         deadline.check("an LLM call")
         return self.inner.stream(messages, on_text, max_tokens, temperature, seed)

@@ -11,10 +11,24 @@ from typing import Any, Protocol
 from babelrag.errors import BabelragError
 
 Message = dict[str, str]
+OnText = Callable[[str], "bool | None"]  # True: stop generating
 
 
 class LLMError(BabelragError):
     """The model could not be reached or produced no usable answer."""
+
+
+class KeyedLocks:
+    """One lock per key (striped): a cache asks for a missing entry once while others wait for it, so
+    concurrent work pays for a shared call once, as a sequential run would."""
+
+    def __init__(self, stripes: int = 256):
+        import threading
+
+        self._locks = [threading.Lock() for _ in range(stripes)]
+
+    def __call__(self, key: str):  # noqa: ANN204 - a lock (context manager)
+        return self._locks[hash(key) % len(self._locks)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +39,7 @@ class Completion:
     seconds: float
     model: str
     cached: bool = False  # served from the completion cache (tokens and seconds are the original call's)
+    stopped: bool = False  # cut before the model finished (the caller's stop, the deadline): never cached
 
 
 class LLM(Protocol):
@@ -33,7 +48,8 @@ class LLM(Protocol):
     def complete(self, messages: list[Message], json_schema: dict[str, Any] | None = None, max_tokens: int = 256,
                  temperature: float = 0.0, seed: int = 0) -> Completion: ...
 
-    def stream(self, messages: list[Message], on_text: Callable[[str], None], max_tokens: int = 256,
+    def stream(self, messages: list[Message], on_text: OnText, max_tokens: int = 256,
                temperature: float = 0.0, seed: int = 0) -> Completion:
-        """Like ``complete``, handing each piece of text to ``on_text`` as it is generated."""
+        """Like ``complete``, handing each piece of text to ``on_text`` as it is generated; ``on_text``
+        returning True stops generation there (a loop guard), the completion holding what came so far."""
         ...

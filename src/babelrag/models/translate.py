@@ -19,11 +19,13 @@ from typing import Any, Protocol
 import regex
 from pydantic import BaseModel, Field, create_model
 
+from babelrag import deadline
 from babelrag.errors import ConfigError
 from babelrag.json_store import JsonStore, digest
 from babelrag.lang.detect import detector
 from babelrag.lang.languages import FLORES, language_name
 from babelrag.models.llm import LLM, LLMError
+from babelrag.models.llm_types import KeyedLocks
 from babelrag.models.structured import complete_json, record
 from babelrag.types import LLMCall, Trace
 
@@ -106,6 +108,32 @@ _LOOP = regex.compile(r"(\S.{2,40}?)(?:\s*\1){2,}", regex.DOTALL)  # a piece sai
 _UNSPACED = regex.compile(r"[\u0E00-\u0E7F\u3040-\u30FF\u3400-\u9FFF\uAC00-\uD7AF]")
 
 
+def loops(text: str, source: str) -> bool:
+    """Letters said three times over (not "1000000") where the source says nothing three times."""
+    return any(regex.search(r"\p{L}", loop.group(1)) for loop in _LOOP.finditer(text)) and not _LOOP.search(source)
+
+
+_TAIL_LOOP = regex.compile(r"(\S.{2,40}?)(?:\s*\1){3,}\s*$", regex.DOTALL)  # the text now ends in a loop
+
+
+class LoopGuard:
+    """Stops a generation as soon as it ends in a piece said four times in a row with letters in it
+    (a decoding loop the source does not have): small models otherwise loop to the token limit, and
+    the output is refused as a loop anyway, so the rest of the budget buys nothing."""
+
+    TAIL = 400  # characters looked at: a loop piece is at most 40
+
+    def __init__(self, source: str):
+        self.source_loops = bool(_LOOP.search(source))
+        self.tail, self.fired = "", False
+
+    def __call__(self, piece: str) -> bool:
+        self.tail = (self.tail + piece)[-self.TAIL:]
+        if not self.source_loops and (loop := _TAIL_LOOP.search(self.tail)):
+            self.fired = bool(regex.search(r"\p{L}", loop.group(1)))
+        return self.fired
+
+
 def translation_problem(source: str, translation: str, src: str, target: str) -> str | None:
     """Why a translation can't be used, or None. Small models loop to the token limit, copy the
     prompt's example, return the source, or answer in another language (MODELS.md)."""
@@ -115,8 +143,8 @@ def translation_problem(source: str, translation: str, src: str, target: str) ->
     size, source_size = len(text.encode("utf-8")), len(source.encode("utf-8"))  # bytes: fair across scripts
     if size > 4 * source_size + 60:
         return f"runaway output ({size} bytes for {source_size})"
-    if any(regex.search(r"\p{L}", loop.group(1)) for loop in _LOOP.finditer(text)) and not _LOOP.search(source):
-        return "repeats itself (a decoding loop)"  # letters said three times over, not "1000000"
+    if loops(text, source):
+        return "repeats itself (a decoding loop)"
     if _EXAMPLE_CITY.search(text) and not _EXAMPLE_CITY.search(source):
         return "copied the prompt's example (Oslo)"
     long_enough = len(source.split()) >= 5 or len(_UNSPACED.findall(source)) >= 6  # names stay as they are
@@ -158,8 +186,12 @@ class LLMTranslator:
                      f"{language_name(target)}. Keep the exact meaning; write names in their usual form; add "
                      f"nothing. Reply with the translation only."},
                     {"role": "user", "content": text}]
-        completion = self.llm.complete(messages, max_tokens=2 * len(text.encode("utf-8")) // 3 + 32)
+        guard = LoopGuard(text)
+        completion = self.llm.stream(messages, guard, max_tokens=2 * len(text.encode("utf-8")) // 3 + 32)
         record(trace, "translator", completion)
+        if completion.stopped and not guard.fired:  # cut by the deadline or the client, not finished
+            deadline.check("the rest of a translation")
+            raise LLMError(f"{self.llm.name}: translation cut off before its end")
         return completion.text.strip()
 
     def _call(self, text: str, src: str, targets: Sequence[str], trace: Trace) -> dict[str, str]:
@@ -307,11 +339,16 @@ class CachedTranslator:
     def __init__(self, inner: Translator, path: Path):
         self.inner, self.name = inner, inner.name
         self._store = JsonStore(path, "translations")
+        self._asking = KeyedLocks()  # one text (all its targets) asked once at a time
 
     def _key(self, src: str, tgt: str, text: str) -> str:
         return digest([self.name, src, tgt, text])
 
     def translate_targets(self, text: str, src: str, targets: Sequence[str]) -> dict[str, Translation]:
+        with self._asking(digest([src, text])):
+            return self._translate_targets(text, src, targets)
+
+    def _translate_targets(self, text: str, src: str, targets: Sequence[str]) -> dict[str, Translation]:
         found: dict[str, Translation] = {}
         for target in targets:
             stored = self._store.get(self._key(src, target, text))

@@ -7,9 +7,9 @@ file and a registry entry, never a change here.
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
+from babelrag.concurrency import traced_in_order
 from babelrag.config import SearchConfig
 from babelrag.kb import KnowledgeBase
 from babelrag.lang.detect import detector
@@ -78,8 +78,7 @@ class Searcher:
             return [self._path(requests[0], trace)]
         if self.config.mode != "keyword":
             self.kb.query_vectors([r.text for r in requests] + [r.rerank_text for r in requests if r.rerank_text])
-        with ThreadPoolExecutor(max_workers=min(len(requests), PATH_THREADS)) as pool:
-            return list(pool.map(lambda request: self._path(request, trace), requests))
+        return traced_in_order(self._path, requests, trace, PATH_THREADS)
 
     def _planned(self, question: Question, trace: Trace) -> Ranking:
         with trace.step("plan", self.strategy.name, extra=list(self.config.extra_paths)) as record:
