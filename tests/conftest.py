@@ -4,6 +4,8 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -117,3 +119,28 @@ def scripted(request: pytest.FixtureRequest):  # noqa: ANN201 - registers script
     yield use
     for name in names:
         register_llm(name, None)
+
+
+class ThreadedServer:
+    """uvicorn on 127.0.0.1 in a thread: a real socket, a real HTTP stack."""
+
+    def __init__(self, app: object):
+        import socket
+
+        import uvicorn
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        while not self.server.started:
+            time.sleep(0.05)
+        return f"http://127.0.0.1:{self.port}"
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)

@@ -2,7 +2,6 @@
 official `openai` client over loopback (streaming included), and copying a KB between stores."""
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 
@@ -10,7 +9,7 @@ import pytest
 
 import babelrag
 from babelrag import deadline
-from conftest import framework
+from conftest import ThreadedServer, framework
 from babelrag.config import preset_config
 from babelrag.kb import KnowledgeBase, copy_kb
 from babelrag.models.llm import Completion
@@ -114,29 +113,6 @@ def test_a_stream_the_caller_leaves_stops_generating(store: str, citing: str) ->
                 break
             time.sleep(0.01)
         assert Endless.stopped_after and Endless.stopped_after[0] < 1000  # not the 5,000 it would have made
-
-
-class ThreadedServer:
-    def __init__(self, app: object):
-        import socket
-
-        import uvicorn
-
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> str:
-        self.thread.start()
-        while not self.server.started:
-            time.sleep(0.05)
-        return f"http://127.0.0.1:{self.port}"
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
 
 
 @pytest.mark.slow

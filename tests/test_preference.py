@@ -142,11 +142,32 @@ def test_generator_preference_from_the_same_evidence(xquad_store: str) -> None:
 
     question = GoldenQuestion(id="q", question="Who won Super Bowl 50?", lang="en", kb="xq",
                               gold_pages=("Super_Bowl_50#0",))
-    with KnowledgeBase.open("xq", xquad_store) as kb:
-        result = generator_preference(kb, [question], ["en", "de"], need_llm(), k=2, answer_tokens=24)
-        answers = result["answers"][0]["answers"]
-        vectors = kb.embedder.embed([answers["en"], answers["de"]], "passage")
-    assert answers["en"] != answers["de"]  # two generations, one per requested language
+    from babelrag.models.llm import build_llm
+    from babelrag.models.registry import register_llm
+
+    model, asked = build_llm(need_llm()), []
+
+    class Watched:  # the real model; the prompts it was given are kept
+        name, slots = f"watched-{model.name}", 1
+
+        def complete(self, messages, json_schema=None, max_tokens=256, temperature=0.0, seed=0):  # noqa: ANN001, ANN201
+            asked.append(messages[0]["content"])
+            return model.complete(messages, json_schema, max_tokens, temperature, seed)
+
+        def stream(self, messages, on_text, max_tokens=256, temperature=0.0, seed=0):  # noqa: ANN001, ANN201
+            asked.append(messages[0]["content"])
+            return model.stream(messages, on_text, max_tokens, temperature, seed)
+
+    register_llm("watched", Watched())
+    try:
+        with KnowledgeBase.open("xq", xquad_store) as kb:
+            result = generator_preference(kb, [question], ["en", "de"], "watched", k=2, answer_tokens=24)
+            answers = result["answers"][0]["answers"]
+            vectors = kb.embedder.embed([answers["en"], answers["de"]], "passage")
+    finally:
+        register_llm("watched", None)
+    # two generations, each asked in its own language (whether a 0.5B model obeys is what is measured)
+    assert len(asked) == 2 and asked[0] != asked[1] and all(answers.values())
     cross = float(vectors[0] @ vectors[1])  # with two languages, each one's preference is their one cosine
     assert result["preference"] == pytest.approx({"en": cross, "de": cross}, abs=1e-5)
     assert result["similarity"]["en|de"] == pytest.approx(cross, abs=1e-5)

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from babelrag.ingest.pipeline import index_sources
 from babelrag.server.app import create_app
 from babelrag.server.service import Busy, Gate, Service
+from conftest import ThreadedServer
 
 KEY = "test-key-0123456789"
 DOCS = [{"id": f"d{i}", "text": text, "lang": lang, "country": country}
@@ -173,27 +174,6 @@ def test_fuzz_writes_and_ask_never_5xx(client: TestClient, body: object, kb: str
     assert client.delete(f"/kbs/{kb}/documents/{quote(record or 'r', safe='')}", headers=headers).status_code < 500
     if not (isinstance(body, dict) and body.get("kb") == "pharma" and body.get("question")):  # no model calls
         assert client.post("/ask", json=body).status_code < 500
-
-
-class ThreadedServer:
-    """uvicorn on 127.0.0.1 in a thread: a real socket, a real HTTP stack."""
-
-    def __init__(self, app: object):
-        import uvicorn
-
-        self.port = free_port()
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> str:
-        self.thread.start()
-        while not self.server.started:
-            time.sleep(0.05)
-        return f"http://127.0.0.1:{self.port}"
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
 
 
 @pytest.mark.slow
