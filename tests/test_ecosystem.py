@@ -137,7 +137,10 @@ def test_the_openai_client_gets_cited_answers_streamed_or_not(store: str, citing
         assert reply.choices[0].message.content == "Apoteket [1]."
         cited = reply.model_extra["citations"]
         assert cited[0]["number"] == 1 and cited[0]["id"] == "se" and cited[0]["lang"] == "sv"
-        assert reply.usage.completion_tokens == 4
+        assert reply.usage.completion_tokens == 4 and reply.choices[0].finish_reason == "stop"
+        cut = client.chat.completions.create(model="pharma", messages=history, max_tokens=4,
+                                             extra_body={"country": "SE"})
+        assert cut.choices[0].finish_reason == "length"  # the whole budget used: the client knows it was cut
         stream = client.chat.completions.create(model="pharma", messages=history, stream=True,
                                                 extra_body={"country": "SE"})
         chunks = list(stream)

@@ -87,6 +87,12 @@ def usage(answer: Answer) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
+def finish_reason(answer: Answer, limit: int) -> str:
+    """"length" when the answer used its whole token budget (a client then knows the text was cut), as OpenAI."""
+    generated = [c.completion_tokens for c in answer.trace.llm_calls if c.role == "generator"]
+    return "length" if generated and generated[-1] >= limit else "stop"
+
+
 def add_chat_routes(app: FastAPI, service: Service, reader: Callable, limited: Callable, run: Callable) -> None:
     @app.get("/v1/models", dependencies=[Depends(reader)])
     async def models() -> dict[str, Any]:
@@ -120,7 +126,7 @@ def add_chat_routes(app: FastAPI, service: Service, reader: Callable, limited: C
                 with service.gate.enter():
                     answer = Answerer(service.kb(kb), config).ask(question)
                 return {**head, "object": "chat.completion", "usage": usage(answer),
-                        "choices": [{"index": 0, "finish_reason": "stop",
+                        "choices": [{"index": 0, "finish_reason": finish_reason(answer, config.answer_tokens),
                                      "message": {"role": "assistant", "content": cited_text(answer)}}],
                         "citations": citations(answer), "warnings": answer.trace.warnings()}
             return await run(work)
@@ -141,7 +147,7 @@ def add_chat_routes(app: FastAPI, service: Service, reader: Callable, limited: C
                     yield chunk({"content": data})
                 elif kind == "answer":
                     tail = cited_text(data)[len(data.text):]  # attributed citations, appended
-                    yield chunk({"content": tail} if tail else {}, "stop", usage=usage(data),
+                    yield chunk({"content": tail} if tail else {}, finish_reason(data, config.answer_tokens), usage=usage(data),
                                 citations=citations(data), warnings=data.trace.warnings())
                 else:  # an error, as OpenAI streams report one: the stream ends without a finish_reason
                     yield f"data: {json.dumps({'error': {'code': data.status_code, 'message': data.detail}})}\n\n"
