@@ -71,6 +71,36 @@ def test_structured_output_repairs_once_then_fails_clearly() -> None:
         complete_json(Scripted("nope", "{}"), [{"role": "user", "content": "x"}], Answer, role="t", trace=None)
 
 
+class Budgeted:
+    """Replies with a fixed JSON object cut at ``max_tokens`` (a token per character), as a model does."""
+
+    name = "budgeted"
+
+    def __init__(self, reply: str):
+        self.reply, self.asked = reply, []
+
+    def complete(self, messages, json_schema=None, max_tokens=256, temperature=0.0, seed=0) -> Completion:
+        self.asked.append((messages, max_tokens))
+        text = self.reply[:max_tokens]
+        return Completion(text, 10, len(text), 0.01, self.name)
+
+
+def test_structured_output_cut_by_its_budget_is_asked_again_with_twice_the_tokens() -> None:
+    from pydantic import BaseModel
+
+    class Answer(BaseModel):
+        translation: str
+
+    question = [{"role": "user", "content": "x"}]
+    llm = Budgeted('{"translation": "Hej, hur mår du?"}')  # 35 characters
+    trace = Trace()
+    assert complete_json(llm, question, Answer, role="t", trace=trace, max_tokens=20).translation == "Hej, hur mår du?"
+    assert [budget for _, budget in llm.asked] == [20, 40] and llm.asked[1][0] == question  # no "fix it" turn
+    with pytest.raises(StructuredOutputError, match="cut at 5 then 10 tokens"):
+        complete_json(Budgeted('{"translation": "Hej, hur mår du?"}'), question, Answer, role="t", trace=None,
+                      max_tokens=5)
+
+
 def test_translation_cache_keeps_costs_and_counts_cached_calls(tmp_path: Path) -> None:
     inner = LLMTranslator(Scripted('{"en": "Who won?", "de": "Wer gewann?"}'))
     cached = CachedTranslator(inner, tmp_path / "t.sqlite")

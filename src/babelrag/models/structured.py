@@ -64,13 +64,18 @@ def complete_json(llm: LLM, messages: list[Message], model: type[Model], *, role
         return model.model_validate_json(_json_text(completion.text))
     except ValidationError as error:
         problem = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'object'}: {e['msg']}" for e in error.errors()[:3])
-    repair = [*messages, {"role": "assistant", "content": completion.text},
-              {"role": "user", "content": f"That is not valid ({problem}). Reply with only the corrected JSON "
-                                          f"object matching this schema: {json.dumps(schema, ensure_ascii=False)}"}]
+    cut = completion.completion_tokens >= max_tokens  # ran out of tokens: nothing to point out to the model
+    if cut:  # the same budget would cut the repair too: ask afresh with twice as many tokens
+        repair, max_tokens = messages, 2 * max_tokens
+    else:
+        repair = [*messages, {"role": "assistant", "content": completion.text},
+                  {"role": "user", "content": f"That is not valid ({problem}). Reply with only the corrected JSON "
+                                              f"object matching this schema: {json.dumps(schema, ensure_ascii=False)}"}]
     retry = llm.complete(repair, json_schema=schema, max_tokens=max_tokens, seed=seed + 1)
     record(trace, f"{role}:repair", retry)
     try:
         return model.model_validate_json(_json_text(retry.text))
     except ValidationError as error:
-        raise StructuredOutputError(f"{role}: {llm.name} returned invalid JSON twice "
+        how = f", cut at {max_tokens // 2} then {max_tokens} tokens" if cut else ""
+        raise StructuredOutputError(f"{role}: {llm.name} returned invalid JSON twice{how} "
                                     f"({error.errors()[0]['msg']}): {retry.text[:200]!r}") from error
