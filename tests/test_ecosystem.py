@@ -141,6 +141,9 @@ def test_the_openai_client_gets_cited_answers_streamed_or_not(store: str, citing
         cut = client.chat.completions.create(model="pharma", messages=history, max_tokens=4,
                                              extra_body={"country": "SE"})
         assert cut.choices[0].finish_reason == "length"  # the whole budget used: the client knows it was cut
+        streamed_cut = list(client.chat.completions.create(model="pharma", messages=history, max_tokens=4, stream=True,
+                                                           extra_body={"country": "SE"}))
+        assert streamed_cut[-1].choices[0].finish_reason == "length"
         stream = client.chat.completions.create(model="pharma", messages=history, stream=True,
                                                 extra_body={"country": "SE"})
         chunks = list(stream)

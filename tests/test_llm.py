@@ -99,6 +99,10 @@ def test_structured_output_cut_by_its_budget_is_asked_again_with_twice_the_token
     with pytest.raises(StructuredOutputError, match="cut at 5 then 10 tokens"):
         complete_json(Budgeted('{"translation": "Hej, hur mår du?"}'), question, Answer, role="t", trace=None,
                       max_tokens=5)
+    looping = Budgeted('{"translation": "' + "hur mår du " * 20)  # a cut loop would only loop longer
+    with pytest.raises(StructuredOutputError, match="invalid JSON twice \\("):
+        complete_json(looping, question, Answer, role="t", trace=None, max_tokens=60)
+    assert [budget for _, budget in looping.asked] == [60, 60] and "not valid" in looping.asked[1][0][-1]["content"]
 
 
 def test_translation_cache_keeps_costs_and_counts_cached_calls(tmp_path: Path) -> None:

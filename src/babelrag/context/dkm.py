@@ -17,7 +17,7 @@ from babelrag.context.translation import translated_text, translation_slots
 from babelrag.lang.languages import language_name
 from babelrag.models.llm import LLMError, build_llm, slots_of
 from babelrag.models.registry import translator_for
-from babelrag.models.translate import LoopGuard, loops
+from babelrag.models.loops import LoopGuard, loops
 from babelrag.models.structured import record
 from babelrag.types import Context, ContextPassage, Hit, Question, Trace
 

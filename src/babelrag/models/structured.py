@@ -12,9 +12,11 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from babelrag.models.llm import LLM, Completion, LLMError, Message
+from babelrag.models.loops import loops
 from babelrag.types import LLMCall, Trace
 
 Model = TypeVar("Model", bound=BaseModel)
+MAX_RETRY_TOKENS = 2048  # a doubled budget stays well inside a slot's context (8k)
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
 
 
@@ -64,18 +66,22 @@ def complete_json(llm: LLM, messages: list[Message], model: type[Model], *, role
         return model.model_validate_json(_json_text(completion.text))
     except ValidationError as error:
         problem = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'object'}: {e['msg']}" for e in error.errors()[:3])
-    cut = completion.completion_tokens >= max_tokens  # ran out of tokens: nothing to point out to the model
-    if cut:  # the same budget would cut the repair too: ask afresh with twice as many tokens
-        repair, max_tokens = messages, 2 * max_tokens
+    # cut by its budget while making sense: the same budget would cut a repair turn too, so ask afresh with
+    # twice the tokens; a cut loop would only loop longer (decoding is greedy), so it gets the repair turn
+    cut = completion.completion_tokens >= max_tokens and not loops(completion.text, "") \
+        and max_tokens < MAX_RETRY_TOKENS
+    budget = min(2 * max_tokens, MAX_RETRY_TOKENS) if cut else max_tokens
+    if cut:
+        repair = messages
     else:
         repair = [*messages, {"role": "assistant", "content": completion.text},
                   {"role": "user", "content": f"That is not valid ({problem}). Reply with only the corrected JSON "
                                               f"object matching this schema: {json.dumps(schema, ensure_ascii=False)}"}]
-    retry = llm.complete(repair, json_schema=schema, max_tokens=max_tokens, seed=seed + 1)
+    retry = llm.complete(repair, json_schema=schema, max_tokens=budget, seed=seed + 1)
     record(trace, f"{role}:repair", retry)
     try:
         return model.model_validate_json(_json_text(retry.text))
     except ValidationError as error:
-        how = f", cut at {max_tokens // 2} then {max_tokens} tokens" if cut else ""
+        how = f", cut at {max_tokens} then {budget} tokens" if cut else ""
         raise StructuredOutputError(f"{role}: {llm.name} returned invalid JSON twice{how} "
                                     f"({error.errors()[0]['msg']}): {retry.text[:200]!r}") from error

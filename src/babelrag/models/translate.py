@@ -26,6 +26,7 @@ from babelrag.lang.detect import detector
 from babelrag.lang.languages import FLORES, language_name
 from babelrag.models.llm import LLM, LLMError
 from babelrag.models.llm_types import KeyedLocks
+from babelrag.models.loops import LoopGuard, loops
 from babelrag.models.structured import complete_json, record
 from babelrag.types import LLMCall, Trace
 
@@ -104,34 +105,7 @@ EXAMPLE = {
 # copied the example (measured: the 0.5B model turned a Greek question into "Wie viele Panthers sind in Oslo?").
 _EXAMPLE_CITY = regex.compile(r"\b(?:oslo|осло|όσλο|أوسلو|אוסלו|اسلو|ओस्लो|oslu|oslób\w*|oslossa)\b"
                               r"|ออสโล|奥斯陆|オスロ|오슬로", regex.IGNORECASE)  # unspaced scripts: no word boundaries
-_LOOP = regex.compile(r"(\S.{2,40}?)(?:\s*\1){2,}", regex.DOTALL)  # a piece said three times in a row
 _UNSPACED = regex.compile(r"[\u0E00-\u0E7F\u3040-\u30FF\u3400-\u9FFF\uAC00-\uD7AF]")
-
-
-def loops(text: str, source: str) -> bool:
-    """Letters said three times over (not "1000000") where the source says nothing three times."""
-    return any(regex.search(r"\p{L}", loop.group(1)) for loop in _LOOP.finditer(text)) and not _LOOP.search(source)
-
-
-_TAIL_LOOP = regex.compile(r"(\S.{2,40}?)(?:\s*\1){3,}\s*$", regex.DOTALL)  # the text now ends in a loop
-
-
-class LoopGuard:
-    """Stops a generation as soon as it ends in a piece said four times in a row with letters in it
-    (a decoding loop the source does not have): small models otherwise loop to the token limit, and
-    the output is refused as a loop anyway, so the rest of the budget buys nothing."""
-
-    TAIL = 400  # characters looked at: a loop piece is at most 40
-
-    def __init__(self, source: str):
-        self.source_loops = bool(_LOOP.search(source))
-        self.tail, self.fired = "", False
-
-    def __call__(self, piece: str) -> bool:
-        self.tail = (self.tail + piece)[-self.TAIL:]
-        if not self.source_loops and (loop := _TAIL_LOOP.search(self.tail)):
-            self.fired = bool(regex.search(r"\p{L}", loop.group(1)))
-        return self.fired
 
 
 def translation_problem(source: str, translation: str, src: str, target: str) -> str | None:
