@@ -147,8 +147,8 @@ def add_chat_routes(app: FastAPI, service: Service, reader: Callable, limited: C
                     yield chunk({"content": data})
                 elif kind == "answer":
                     tail = cited_text(data)[len(data.text):]  # attributed citations, appended
-                    yield chunk({"content": tail} if tail else {}, finish_reason(data, config.answer_tokens), usage=usage(data),
-                                citations=citations(data), warnings=data.trace.warnings())
+                    yield chunk({"content": tail} if tail else {}, finish_reason(data, config.answer_tokens),
+                                usage=usage(data), citations=citations(data), warnings=data.trace.warnings())
                 else:  # an error, as OpenAI streams report one: the stream ends without a finish_reason
                     yield f"data: {json.dumps({'error': {'code': data.status_code, 'message': data.detail}})}\n\n"
             yield "data: [DONE]\n\n"
