@@ -78,7 +78,7 @@ class Recorder:
             self.diverged += self.recorded[key]["text"] != completion.text
             return
         self.recorded[key] = {"text": completion.text, "prompt_tokens": completion.prompt_tokens,
-                              "completion_tokens": completion.completion_tokens}
+                              "completion_tokens": completion.completion_tokens, "finish": completion.finish}
 
     def complete(self, messages: list[Message], json_schema: dict[str, Any] | None = None, max_tokens: int = 256,
                  temperature: float = 0.0, seed: int = 0) -> Completion:
@@ -121,12 +121,14 @@ class Simulator:
                     self.end_headers()
                     return
                 usage = {"prompt_tokens": hit["prompt_tokens"], "completion_tokens": hit["completion_tokens"]}
+                finish = hit.get("finish") or None
                 if body.get("stream"):
-                    chunk = {"choices": [{"delta": {"content": hit["text"]}}], "usage": usage}
+                    chunk = {"choices": [{"delta": {"content": hit["text"]}, "finish_reason": finish}], "usage": usage}
                     payload = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode()
                     kind = "text/event-stream"
                 else:
-                    payload = json.dumps({"choices": [{"message": {"content": hit["text"]}}], "usage": usage}).encode()
+                    payload = json.dumps({"choices": [{"message": {"content": hit["text"]}, "finish_reason": finish}],
+                                          "usage": usage}).encode()
                     kind = "application/json"
                 self.send_response(200)
                 self.send_header("Content-Type", kind)

@@ -66,7 +66,7 @@ class Endless(Citing):
             on_text("x")
             time.sleep(0.002)
         self.stopped_after.append(sent)
-        return Completion("x" * sent, 30, sent, 0.01, self.name)
+        return Completion("x" * sent, 30, sent, 0.01, self.name, stopped=sent < 4999)  # as real backends say
 
 
 @pytest.fixture(scope="module")
@@ -113,6 +113,18 @@ def test_a_stream_the_caller_leaves_stops_generating(store: str, citing: str) ->
                 break
             time.sleep(0.01)
         assert Endless.stopped_after and Endless.stopped_after[0] < 1000  # not the 5,000 it would have made
+
+
+def test_an_answer_cut_by_the_deadline_says_so(store: str, citing: str) -> None:
+    from babelrag.server.openai_compat import finish_reason
+
+    with babelrag.open_kb("pharma", store) as kb, deadline.limit(0.3):
+        *pieces, answer = kb.ask_stream("Var köper jag receptfria läkemedel?", country="SE", llm=Endless.name)
+    assert 0 < len(pieces) < 4999 and answer.text == "x" * len(pieces)
+    assert [f.stage for f in answer.trace.failures] == ["generate"]  # a partial answer, counted as one
+    assert "cut off before its end" in answer.trace.warnings()[0]
+    assert answer.trace.llm_calls[-1].finish == "stopped"
+    assert finish_reason(answer, 10_000) == "length"  # far from its budget, and still incomplete
 
 
 @pytest.mark.slow

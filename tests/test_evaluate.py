@@ -98,10 +98,16 @@ def test_threshold_calibration_stays_within_the_budget() -> None:
         evidence = [{"doc_id": "x", "score": 0.95}, {"doc_id": "y", "score": 0.7}, {"doc_id": "g", "score": 0.6}] \
             if i % 4 == 0 else [{"doc_id": "g", "score": 0.9}, {"doc_id": "y", "score": 0.5}]
         rows.append({"gold_pages": ["g"], "evidence": evidence, "tags": {"split": "dev"}})
-    strict = calibrate_threshold(rows, budget=0.0)
+    strict = calibrate_threshold(rows, budget=0.0, new_questions=False)  # the 20 questions' own loss
     assert strict["threshold"] == 0.6 and strict["recall_after"] == 1.0 and strict["docs_passed_after"] < 2.5
-    loose = calibrate_threshold(rows, budget=0.3)
+    loose = calibrate_threshold(rows, budget=0.3)  # τ 0.9 loses 5 of 20: (5 + 1)/21 = 0.286 for a new one
     assert loose["threshold"] == 0.9 and loose["recall_after"] == 0.75
+    assert loose["loss_bound"] == pytest.approx(6 / 21)
+    # 0.25 of loss fits a 0.26 budget on these questions, not on new ones: τ stays where nothing is lost
+    assert calibrate_threshold(rows, budget=0.26, new_questions=False)["threshold"] == 0.9
+    assert calibrate_threshold(rows, budget=0.26)["threshold"] == 0.6
+    few = calibrate_threshold(rows, budget=0.005)  # 20 questions vouch for no cut at 0.5 %
+    assert few["threshold"] is None and few["recall_after"] == 1.0 and "needs 199" in few["too_few"]
 
 
 def test_golden_validation_names_file_line_and_field(tmp_path: Path) -> None:

@@ -72,17 +72,19 @@ def test_structured_output_repairs_once_then_fails_clearly() -> None:
 
 
 class Budgeted:
-    """Replies with a fixed JSON object cut at ``max_tokens`` (a token per character), as a model does."""
+    """Replies with a fixed JSON object cut at ``max_tokens`` (a token per character), as a model does;
+    ``says_why``: gives its finish_reason, as real backends do; ``counts``: reports usage."""
 
     name = "budgeted"
 
-    def __init__(self, reply: str):
-        self.reply, self.asked = reply, []
+    def __init__(self, reply: str, says_why: bool = False, counts: bool = True):
+        self.reply, self.asked, self.says_why, self.counts = reply, [], says_why, counts
 
     def complete(self, messages, json_schema=None, max_tokens=256, temperature=0.0, seed=0) -> Completion:
         self.asked.append((messages, max_tokens))
         text = self.reply[:max_tokens]
-        return Completion(text, 10, len(text), 0.01, self.name)
+        why = ("length" if len(self.reply) > max_tokens else "stop") if self.says_why else ""
+        return Completion(text, 10, len(text) if self.counts else 0, 0.01, self.name, finish=why)
 
 
 def test_structured_output_cut_by_its_budget_is_asked_again_with_twice_the_tokens() -> None:
@@ -103,6 +105,13 @@ def test_structured_output_cut_by_its_budget_is_asked_again_with_twice_the_token
     with pytest.raises(StructuredOutputError, match="invalid JSON twice \\("):
         complete_json(looping, question, Answer, role="t", trace=None, max_tokens=60)
     assert [budget for _, budget in looping.asked] == [60, 60] and "not valid" in looping.asked[1][0][-1]["content"]
+    silent = Budgeted('{"translation": "Hej, hur mår du?"}', says_why=True, counts=False)  # the reason alone
+    assert complete_json(silent, question, Answer, role="t", trace=None, max_tokens=20).translation == "Hej, hur mår du?"
+    assert [budget for _, budget in silent.asked] == [20, 40]
+    finished = Budgeted('{"translation": 123}', says_why=True)  # 20 tokens of 20, invalid, but the model was done
+    with pytest.raises(StructuredOutputError):
+        complete_json(finished, question, Answer, role="t", trace=None, max_tokens=20)
+    assert [budget for _, budget in finished.asked] == [20, 20] and "not valid" in finished.asked[1][0][-1]["content"]
 
 
 def test_translation_cache_keeps_costs_and_counts_cached_calls(tmp_path: Path) -> None:
@@ -256,6 +265,30 @@ def test_a_translation_cut_by_its_deadline_is_a_failure_never_cached(tmp_path: P
         assert cut.pieces == attempt  # asked again: the cut text was not stored as the answer
 
 
+def test_a_translation_cut_by_its_token_budget_is_a_failure_every_time(tmp_path: Path) -> None:
+    from babelrag.models.llm_cache import CachedLLM
+
+    class Verbose(Looping):
+        """Never repeats itself, never finishes: the budget ends it, and the backend says so."""
+
+        def stream(self, messages, on_text, max_tokens=256, temperature=0.0, seed=0) -> Completion:  # noqa: ANN001
+            self.pieces += 1
+            text = " ".join(f"Satz{n}" for n in range(max_tokens))
+            on_text(text)
+            return Completion(text, 50, max_tokens, 0.01, self.name, finish="length")
+
+    verbose = Verbose()
+    translator = CachedTranslator(LLMTranslator(CachedLLM(verbose, tmp_path / "llm.sqlite")), tmp_path / "t.sqlite")
+    passage = "The city council met on Tuesday to discuss the new museum, which opens next spring. " * 4
+    for attempt in (1, 2):
+        trace = Trace()
+        done = translate_many(translator, passage, "en", ["de"], trace)
+        assert "cut at its budget of 256 tokens" in done.failed["de"]  # 2/3 of 336 bytes + 32
+        # the model's answer to this request is kept (and is the same when asked again), its reason too
+        assert verbose.pieces == 1 and trace.llm_calls[0].finish == "length"
+        assert trace.llm_calls[0].cached == (attempt == 2)
+
+
 @pytest.mark.slow
 def test_backends_stop_generating_when_asked(llama_server: str) -> None:
     import httpx
@@ -266,6 +299,13 @@ def test_backends_stop_generating_when_asked(llama_server: str) -> None:
         seen: list[str] = []
         cut = llm.stream(prompt, lambda piece: seen.append(piece) or len(seen) >= 3, max_tokens=200)
         assert len(seen) == 3 and cut.text == "".join(seen) and 1 <= cut.completion_tokens <= 4 and cut.stopped
+        # each backend's own reason reaches the completion: "length" at the budget, "stop" when done
+        short = llm.complete([{"role": "user", "content": "Describe Stockholm in detail."}], max_tokens=3)
+        streamed = llm.stream([{"role": "user", "content": "Describe Oslo in detail."}], lambda piece: None,
+                              max_tokens=3)
+        done = llm.complete([{"role": "user", "content": "Reply with the single word: yes"}], max_tokens=20)
+        assert (short.finish, streamed.finish, done.finish) == ("length", "length", "stop")
+        assert short.cut(3) and streamed.cut(3) and not done.cut(done.completion_tokens)
     backend = local
     while hasattr(backend, "inner"):
         backend = backend.inner

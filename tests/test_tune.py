@@ -110,21 +110,25 @@ def test_shrinkage_pulls_small_cells_toward_their_kb() -> None:
     assert abs(shrunk["SE|en"] - 0.5) < 0.02
 
 
-def test_thresholds_keep_the_dev_recall_and_need_enough_questions_of_their_own() -> None:
+def test_thresholds_hold_the_budget_for_new_questions_and_per_cell() -> None:
     def dev(cell: str, gold_scores: list[float]) -> list[DevRow]:
         country, lang = cell.split("|")
         return [DevRow(f"{cell}:{i}", country, lang, 1.0, 0.0,
                        {"evidence": [{"doc_id": "x", "score": 0.95}, {"doc_id": "g", "score": s},
                                      {"doc_id": "y", "score": 0.01}], "gold_pages": ["g"]})
                 for i, s in enumerate(gold_scores)]
-    results = {"as_written": dev("SE|sv", [0.6] * 60) + dev("SE|en", [0.3] * 20) + dev("PL|pl", [0.1] * 60)}
-    global_rule, kbs, cells = choose(results, {"as_written": 0.0}, 0.0, cell_min=10, tau_min=50)
-    assert global_rule.threshold == pytest.approx(0.1)  # keeps every gold passage of the whole dev set
-    assert cells["SE|sv"].threshold == pytest.approx(0.6)  # 60 questions: a threshold of its own
-    assert kbs["SE"].threshold == pytest.approx(0.3)  # 80 questions: its own (its lowest gold)
-    assert cells["SE|en"].threshold == pytest.approx(0.3)  # 20 questions: its KB's, not the global 0.1
-    few = {"as_written": dev("SE|sv", [0.6] * 20)}
-    assert choose(few, {"as_written": 0.0}, 0.0, cell_min=10, tau_min=50)[0].threshold is None  # too few: no cut
+    low_scoring = [0.20 + i / 100 for i in range(10)]  # SE|de: 0.20 … 0.29
+    results = {"as_written": dev("SE|sv", [0.6] * 1200) + dev("SE|de", low_scoring) + dev("PL|pl", [0.1] * 60)}
+    global_rule, kbs, cells = choose(results, {"as_written": 0.0}, 0.0, cell_min=10, budget=0.005)
+    assert cells["SE|sv"].threshold == pytest.approx(0.6)  # 1,200 questions vouch for a τ of its own
+    # the KB may lose 5 of its 1,210 questions ((5 + 1)/1211 ≤ 0.005): all five from SE|de
+    assert kbs["SE"].threshold == pytest.approx(0.25)
+    assert cells["SE|de"].threshold == pytest.approx(0.20)  # 10 questions: the KB's τ, kept below its own golds
+    assert global_rule.threshold == pytest.approx(0.1)  # PL's 60 golds at 0.1 are more than it may lose
+    assert kbs["PL"].threshold == cells["PL|pl"].threshold == pytest.approx(0.1)  # 60 vouch for none: inherited
+    few = {"as_written": dev("SE|sv", [0.6] * 150)}  # 150 < 199: no τ anywhere, not even at the lowest gold
+    global_few, kbs_few, _ = choose(few, {"as_written": 0.0}, 0.0, cell_min=10, budget=0.005)
+    assert global_few.threshold is None and kbs_few["SE"].threshold is None
 
 
 def profile_for(kb: KnowledgeBase, **changes) -> Profile:

@@ -108,7 +108,8 @@ class KB:
         """Like ``ask``, yielding the answer's text as it is generated (``str`` pieces), then the ``Answer``."""
         answerer = self._answerer(_config(preset, settings, country, llm=llm))
         events: queue.Queue[object] = queue.Queue()
-        budget = deadline.Budget()  # called off when the caller stops iterating: generation stops too
+        # called off when the caller stops iterating (generation stops too); the caller's own deadline holds
+        budget = deadline.Budget(within=deadline.current())
 
         def work() -> None:
             try:

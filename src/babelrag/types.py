@@ -118,6 +118,12 @@ class Ranking:
                 "hits": [[h.passage.id, round(float(h.score), 5)] for h in self.hits[:limit]]}
 
 
+def ended_early(finish: str, completion_tokens: int, max_tokens: int) -> bool:
+    """Whether a model answer was cut by its token budget: the backend's own reason when it gives one,
+    else its token count (an endpoint that reports neither counts 0 tokens and is taken at its word)."""
+    return finish == "length" if finish else completion_tokens >= max_tokens
+
+
 @dataclass(slots=True)
 class Step:
     """One stage's record: what it did, on which path, how long it took, and its data."""
@@ -139,6 +145,10 @@ class LLMCall:
     completion_tokens: int
     seconds: float
     cached: bool = False
+    finish: str = ""  # "stop", "length" (the token budget), "stopped" (by the caller or the deadline), "" unsaid
+
+    def ended_early(self, max_tokens: int) -> bool:
+        return self.finish == "stopped" or ended_early(self.finish, self.completion_tokens, max_tokens)
 
 
 @dataclass(frozen=True, slots=True)

@@ -193,7 +193,8 @@ def run_bench(out: Path, data: Path, quick: bool = False, ladder_name: str = "bl
         if step.calibrate_threshold_from:
             source = step.calibrate_threshold_from
             calibration.setdefault(source, calibrate_threshold(results[source].rows, split="dev"))
-            overrides = dict(overrides, threshold=round(calibration[source]["threshold"], 6))
+            tau = calibration[source]["threshold"]  # None: too few dev questions vouch for any cut
+            overrides = dict(overrides, threshold=None if tau is None else round(tau, 6))
         results[step.name] = run_config(step.name, preset_config(step.preset, overrides), questions,
                                         out / f"{number:02d}-{_slug(step.name)}", store, answer=step.answer,
                                         report_split=split, concurrency=concurrency)

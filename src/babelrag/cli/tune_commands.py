@@ -17,7 +17,8 @@ def tune(
     max_llm_calls: Annotated[float, typer.Option(help="LLM calls per question a cell may spend (0: none; "
                                                       "translation, pivot and HyDE paths cost about one).")] = 0.0,
     max_docs: Annotated[Optional[int], typer.Option(help="Passages passed on at most (k).")] = None,
-    recall_loss: Annotated[float, typer.Option(help="Dev Recall@k a cell's τ may cost.")] = 0.005,
+    recall_loss: Annotated[float, typer.Option(help="Recall@k a rule's τ may cost on new questions, bounded "
+                                                    "from its dev ones ((n·loss + 1)/(n + 1): 0.005 needs 199).")] = 0.005,
     dev_share: Annotated[Optional[float], typer.Option(help="No split tags: hash this share of the questions "
                                                             "(by qid) into dev.")] = None,
     keep_model: Annotated[bool, typer.Option("--keep-model", help="Keep the current relevance model "

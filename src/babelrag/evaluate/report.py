@@ -163,10 +163,16 @@ def markdown(summary: dict[str, Any]) -> str:
                   f"{data['questions']} questions).", *[f"- note: {n}" for n in data.get("notes", [])], ""]
     lines += _overall_lines(summary, columns)
     for source, calibration in summary.get("calibration", {}).items():
-        lines += ["", f"Threshold calibrated on `{source}` ({calibration['split'] or 'all'} questions, "
-                      f"n = {calibration['n']}): τ = {calibration['threshold']:.4f}, Recall@10 "
+        head = f"Threshold calibrated on `{source}` ({calibration['split'] or 'all'} questions, n = {calibration['n']})"
+        if calibration["threshold"] is None:
+            lines += ["", f"{head}: no cut — {calibration.get('too_few') or 'none keeps the Recall@10 budget'}."]
+            continue
+        bound = calibration.get("loss_bound")
+        lines += ["", f"{head}: τ = {calibration['threshold']:.4f}, Recall@10 "
                       f"{calibration['recall_before']:.3f} → {calibration['recall_after']:.3f}, docs passed "
-                      f"{calibration['docs_passed_before']:.1f} → {calibration['docs_passed_after']:.1f}."]
+                      f"{calibration['docs_passed_before']:.1f} → {calibration['docs_passed_after']:.1f}"
+                      + (f"; expected loss on new questions ≤ {bound:.4f} (budget {calibration['budget']})"
+                         if bound is not None else "") + "."]
     if summary["comparisons"]:
         lines += _matched_lines(summary, [m for m in ("recall@10", "mrr", "answer_char3") if answering or m != "answer_char3"])
     kbs = sorted({c["kb"] for cfg in configs.values() for c in cfg["cells"]})

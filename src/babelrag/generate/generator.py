@@ -67,6 +67,8 @@ def generate(question: Question, context: Context, config: SearchConfig, trace: 
         text = completion.text.strip()
         if not text:
             trace.fail("generate", "empty answer", "no answer")
+        elif completion.stopped:  # the deadline (or a client gone) stopped it: a partial answer, said to be one
+            trace.fail("generate", "cut off before its end", "the answer as far as it got")
         citations, how = citations_of(text, context)
         step.update(answer=text, cited=[cp.number for cp in citations], cited_how=how)
     return text, citations, how

@@ -29,13 +29,20 @@ def _delta(chunk: dict[str, Any]) -> str:
     return (choices[0].get("delta") or {}).get("content") or ""
 
 
+def _finish(payload: dict[str, Any]) -> str:
+    """The backend's ``finish_reason`` ("stop", "length", ...), "" when this payload gives none."""
+    choices = payload.get("choices") or [{}]
+    return str(choices[0].get("finish_reason") or "") if isinstance(choices[0], dict) else ""
+
+
 def _completion(payload: dict[str, Any], seconds: float, model: str) -> Completion:
     try:
         text = payload["choices"][0]["message"]["content"] or ""
     except (KeyError, IndexError, TypeError) as error:
         raise LLMError(f"{model}: malformed completion: {str(payload)[:200]}") from error
     usage = payload.get("usage") or {}
-    return Completion(text, int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)), seconds, model)
+    return Completion(text, int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)), seconds, model,
+                      finish=_finish(payload))
 
 
 def _positive_env(name: str, default: int) -> int:
@@ -104,14 +111,14 @@ class LocalLLM:
         deadline.check("an LLM call")
         pieces: list[str] = []
         counts = {"prompt_n": 0, "predicted_n": 0}
-
-        stopped, errors = False, []
+        stopped, errors, finish = False, [], ""
 
         def receive(chunk: dict[str, Any]) -> bool:
-            nonlocal stopped
+            nonlocal stopped, finish
             if "error" in chunk:
                 errors.append(chunk["error"])
                 return True
+            finish = _finish(chunk) or finish
             piece = _delta(chunk)
             if piece:
                 pieces.append(piece)
@@ -129,7 +136,7 @@ class LocalLLM:
             raise LLMError(f"{self.name}: {errors[0]}")
         # a stopped stream never gets its final counts: each piece is a token
         return Completion("".join(pieces), int(counts["prompt_n"]), max(int(counts["predicted_n"]), len(pieces)),
-                          time.perf_counter() - start, self.name, stopped=stopped)
+                          time.perf_counter() - start, self.name, stopped=stopped, finish=finish)
 
 
 class OpenAILLM:
@@ -206,7 +213,7 @@ class OpenAILLM:
     def _stream_once(self, url: str, body: dict[str, Any], on_text: OnText) -> Completion:
         pieces: list[str] = []
         usage: dict[str, Any] = {}
-        stopped = False
+        stopped, finish = False, ""
         start = time.perf_counter()
         left = deadline.remaining()
         with self._gate, self._client.stream("POST", url, json=body,
@@ -221,6 +228,7 @@ class OpenAILLM:
                         continue
                     chunk = json.loads(line.removeprefix("data:").strip())
                     usage = chunk.get("usage") or usage
+                    finish = _finish(chunk) or finish
                     if piece := _delta(chunk):
                         pieces.append(piece)
                         stopped = bool(on_text(piece))
@@ -231,7 +239,7 @@ class OpenAILLM:
                 raise LLMError(f"LLM endpoint {self.base_url} broke off: {error}") from error
         return Completion("".join(pieces), int(usage.get("prompt_tokens", 0)),
                           int(usage.get("completion_tokens", 0)) or len(pieces), time.perf_counter() - start,
-                          self.name, stopped=stopped)
+                          self.name, stopped=stopped, finish=finish)
 
 
 class _Retry(Exception):

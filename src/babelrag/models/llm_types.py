@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from babelrag.errors import BabelragError
+from babelrag.types import ended_early
 
 Message = dict[str, str]
 OnText = Callable[[str], "bool | None"]  # True: stop generating
@@ -40,6 +41,11 @@ class Completion:
     model: str
     cached: bool = False  # served from the completion cache (tokens and seconds are the original call's)
     stopped: bool = False  # cut before the model finished (the caller's stop, the deadline): never cached
+    finish: str = ""  # why the backend ended: "stop", "length" (its token budget); "" when it did not say
+
+    def cut(self, max_tokens: int) -> bool:
+        """Ended before the model was done: stopped, or at its token budget (see ``types.ended_early``)."""
+        return self.stopped or ended_early(self.finish, self.completion_tokens, max_tokens)
 
 
 class LLM(Protocol):

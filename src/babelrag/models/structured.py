@@ -27,7 +27,8 @@ class StructuredOutputError(LLMError):
 def record(trace: Trace | None, role: str, completion: Completion) -> None:
     if trace is not None:
         trace.llm_calls.append(LLMCall(role, completion.model, completion.prompt_tokens,
-                                       completion.completion_tokens, completion.seconds, completion.cached))
+                                       completion.completion_tokens, completion.seconds, completion.cached,
+                                       "stopped" if completion.stopped else completion.finish))
 
 
 def _json_text(text: str) -> str:
@@ -68,8 +69,7 @@ def complete_json(llm: LLM, messages: list[Message], model: type[Model], *, role
         problem = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'object'}: {e['msg']}" for e in error.errors()[:3])
     # cut by its budget while making sense: the same budget would cut a repair turn too, so ask afresh with
     # twice the tokens; a cut loop would only loop longer (decoding is greedy), so it gets the repair turn
-    cut = completion.completion_tokens >= max_tokens and not loops(completion.text, "") \
-        and max_tokens < MAX_RETRY_TOKENS
+    cut = completion.cut(max_tokens) and not loops(completion.text, "") and max_tokens < MAX_RETRY_TOKENS
     budget = min(2 * max_tokens, MAX_RETRY_TOKENS) if cut else max_tokens
     if cut:
         repair = messages

@@ -160,12 +160,14 @@ class LLMTranslator:
                      f"{language_name(target)}. Keep the exact meaning; write names in their usual form; add "
                      f"nothing. Reply with the translation only."},
                     {"role": "user", "content": text}]
-        guard = LoopGuard(text)
-        completion = self.llm.stream(messages, guard, max_tokens=2 * len(text.encode("utf-8")) // 3 + 32)
+        guard, budget = LoopGuard(text), 2 * len(text.encode("utf-8")) // 3 + 32
+        completion = self.llm.stream(messages, guard, max_tokens=budget)
         record(trace, "translator", completion)
         if completion.stopped and not guard.fired:  # cut by the deadline or the client, not finished
             deadline.check("the rest of a translation")
             raise LLMError(f"{self.llm.name}: translation cut off before its end")
+        if not guard.fired and completion.cut(budget):  # half a passage is not its translation
+            raise LLMError(f"{self.llm.name}: translation cut at its budget of {budget} tokens")
         return completion.text.strip()
 
     def _call(self, text: str, src: str, targets: Sequence[str], trace: Trace) -> dict[str, str]:

@@ -88,9 +88,10 @@ def usage(answer: Answer) -> dict[str, int]:
 
 
 def finish_reason(answer: Answer, limit: int) -> str:
-    """"length" when the answer used its whole token budget (a client then knows the text was cut), as OpenAI."""
-    generated = [c.completion_tokens for c in answer.trace.llm_calls if c.role == "generator"]
-    return "length" if generated and generated[-1] >= limit else "stop"
+    """"length" when the answer was cut, by its token budget or by the deadline (a client then knows the
+    text is incomplete; OpenAI's reasons have no word for a deadline), else "stop"."""
+    generated = [c for c in answer.trace.llm_calls if c.role == "generator"]
+    return "length" if generated and generated[-1].ended_early(limit) else "stop"
 
 
 def add_chat_routes(app: FastAPI, service: Service, reader: Callable, limited: Callable, run: Callable) -> None:

@@ -43,8 +43,9 @@ def _subset(candidates: Candidates, rows: np.ndarray) -> Candidates:
 
 def out_of_fold_tau(candidates: Candidates, features: Sequence[str], budget: float = 0.005, k: int = 10,
                     c: float = 1.0) -> float | None:
-    """The threshold for a model with these features: the largest τ keeping Recall@k of the as-written
-    path within ``budget``, on scores each question got from a model fitted without it (two halves)."""
+    """The threshold for a model with these features: the largest τ keeping the expected Recall@k loss of
+    the as-written path on new questions within ``budget``, on scores each question got from a model fitted
+    without it (two halves); None when the questions vouch for no cut."""
     questions = np.unique(candidates.question)
     rows = []
     for half in (0, 1):
@@ -61,8 +62,7 @@ def out_of_fold_tau(candidates: Candidates, features: Sequence[str], budget: flo
             rows.append({"gold_pages": ["gold"], "evidence": [
                 {"doc_id": "gold" if candidates.labels[i] > 0 else f"other{i}", "score": float(ranked[i])}
                 for i in order]})
-    tau = calibrate_threshold(rows, budget=budget, k=k, split=None, allow_all=True)["threshold"]
-    return None if tau == float("-inf") else float(tau)
+    return calibrate_threshold(rows, budget=budget, k=k, split=None, allow_all=True)["threshold"]
 
 
 def cross_validate(candidates: Candidates, variants: Mapping[str, tuple[str, ...]] = VARIANTS,
