@@ -23,6 +23,7 @@ from common import DATA, ROOT, bench_store, need_data, table  # noqa: E402
 
 from babelrag.bench.runner import build_data, ensure_indexes  # noqa: E402
 from babelrag.config import preset_config  # noqa: E402
+from babelrag.evaluate.calibrate import written  # noqa: E402
 from babelrag.kb import KnowledgeBase  # noqa: E402
 from babelrag.relevance.features import FEATURES, KEYWORD_WEIGHT  # noqa: E402
 from babelrag.relevance.model import default_model, fit, question_hash  # noqa: E402
@@ -75,7 +76,7 @@ def main() -> None:
             "trained_on": f"the shipped data's dev split ({questions} questions: xquad-dev cells and pooled, "
                           f"swefaq-dev); XQuAD is CC BY-SA 4.0, SweFAQ CC BY 4.0", "questions": questions,
             "question_hashes": texts,  # `babelrag tune` leaves the shipped model out of CV on these
-            "threshold": None if tau is None else round(tau, 6)})
+            "threshold": None if tau is None else written(tau)})
         TARGET.write_text(json.dumps(model.to_dict(), indent=1) + "\n", encoding="utf-8")
         print(f"written {TARGET}")
     cv = {index: cross_validate(c) for index, c in dev.items()}

@@ -110,6 +110,14 @@ def test_threshold_calibration_stays_within_the_budget() -> None:
     assert few["threshold"] is None and few["recall_after"] == 1.0 and "needs 199" in few["too_few"]
 
 
+def test_a_written_threshold_never_cuts_the_score_it_was_read_from() -> None:
+    from babelrag.evaluate.calibrate import written
+
+    for true_score in (0.1234566, 0.5, 0.0314308, 0.9999996):  # rounding goes up for three of them
+        shown = round(true_score, 6)  # what a run row keeps
+        assert written(shown) <= true_score and shown - written(shown) < 2e-6
+
+
 def test_golden_validation_names_file_line_and_field(tmp_path: Path) -> None:
     good = {"id": "q1", "question": "Var?", "lang": "sv", "kb": "SE", "gold_pages": ["p1"]}
     path = tmp_path / "golden.jsonl"

@@ -272,10 +272,10 @@ def test_a_translation_cut_by_its_token_budget_is_a_failure_every_time(tmp_path:
         """Never repeats itself, never finishes: the budget ends it, and the backend says so."""
 
         def stream(self, messages, on_text, max_tokens=256, temperature=0.0, seed=0) -> Completion:  # noqa: ANN001
-            self.pieces += 1
-            text = " ".join(f"Satz{n}" for n in range(max_tokens))
+            self.pieces += 1  # half a plausible translation; no usage counts, only the backend's reason
+            text = "Der Stadtrat traf sich am Dienstag, um das neue Museum zu besprechen, das im nächsten Frühjahr"
             on_text(text)
-            return Completion(text, 50, max_tokens, 0.01, self.name, finish="length")
+            return Completion(text, 50, 0, 0.01, self.name, finish="length")
 
     verbose = Verbose()
     translator = CachedTranslator(LLMTranslator(CachedLLM(verbose, tmp_path / "llm.sqlite")), tmp_path / "t.sqlite")
@@ -283,10 +283,40 @@ def test_a_translation_cut_by_its_token_budget_is_a_failure_every_time(tmp_path:
     for attempt in (1, 2):
         trace = Trace()
         done = translate_many(translator, passage, "en", ["de"], trace)
-        assert "cut at its budget of 256 tokens" in done.failed["de"]  # 2/3 of 336 bytes + 32
+        assert done.failed["de"].endswith("translation cut at its budget of 256 tokens")  # 2/3 of 336 bytes + 32
         # the model's answer to this request is kept (and is the same when asked again), its reason too
         assert verbose.pieces == 1 and trace.llm_calls[0].finish == "length"
         assert trace.llm_calls[0].cached == (attempt == 2)
+    # stored before a cut was refused (no reason recorded, its whole budget used): asked again, not served
+    old = {"role": "translator", "model": "m", "prompt_tokens": 50, "completion_tokens": 256, "seconds": 1.0}
+    cut = "Kommunfullmäktige sammanträdde på tisdagen för att diskutera det nya museet, som öppnar"
+    whole = "Le conseil municipal s'est réuni mardi pour discuter du nouveau musée, qui ouvre au printemps."
+    translator._store.put(translator._key("en", "sv", passage), {"text": cut, "calls": [old]})
+    translator._store.put(translator._key("en", "fr", passage), {"text": whole, "calls": [{**old, "completion_tokens": 90}]})
+    assert "sv" in translate_many(translator, passage, "en", ["sv"], Trace()).failed  # the model was asked
+    assert translate_many(translator, passage, "en", ["fr"], Trace()).texts == {"fr": whole}  # a whole one is served
+
+
+def test_an_answer_finished_as_the_deadline_passes_is_whole() -> None:
+    """llama.cpp in-process hands over its last chunk (with the finish_reason) after the deadline passed:
+    the answer is complete, not cut (else a whole answer would be counted a failure and never cached)."""
+    import time
+
+    from babelrag import deadline
+    from babelrag.models.llm import LocalLLM
+
+    class Server:  # what xllamacpp's handle_chat_completions does with a streamed request
+        def handle_chat_completions(self, request, receive) -> None:  # noqa: ANN001
+            receive({"choices": [{"delta": {"content": "Ja"}, "finish_reason": None}]})
+            time.sleep(0.4)
+            receive({"choices": [{"delta": {"content": "."}, "finish_reason": "stop"}],
+                     "timings": {"prompt_n": 9, "predicted_n": 2}})
+
+    llm = object.__new__(LocalLLM)  # the backend's own logic around a stand-in for the native server
+    llm._server, llm.name, llm.prefix_reuse = Server(), "local", False
+    with deadline.limit(0.2):
+        answer = llm.stream([{"role": "user", "content": "Ja?"}], lambda piece: None)
+    assert answer.text == "Ja." and answer.finish == "stop" and not answer.stopped
 
 
 @pytest.mark.slow

@@ -56,6 +56,13 @@ def test_a_looping_mt_output_is_a_failure_and_never_cached(tiny_mt: Path, tmp_pa
     assert first.texts == {} and "loop" in first.failed["en"]
     translate_many(cached, "hej världen", "sv", ["en"], again)
     assert [c.cached for c in trace.llm_calls + again.llm_calls] == [False, False]  # asked again, paid again
+    assert trace.llm_calls[0].finish == "length"  # it looped to its budget: the call says so
+
+
+def test_a_source_longer_than_the_mt_model_reads_is_a_failure(tiny_mt: Path) -> None:
+    long = " ".join(["hej världen good morning"] * 3)  # 12 tokens for a model reading 8: the rest unread
+    done = translate_many(MTTranslator(str(tiny_mt), max_length=8), long, "sv", ["en"], Trace())
+    assert done.texts == {} and "longer than the model's 8 tokens" in done.failed["en"]
 
 
 def test_mt_path_without_a_model_is_refused(tmp_path: Path) -> None:

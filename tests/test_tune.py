@@ -118,14 +118,16 @@ def test_thresholds_hold_the_budget_for_new_questions_and_per_cell() -> None:
                                      {"doc_id": "y", "score": 0.01}], "gold_pages": ["g"]})
                 for i, s in enumerate(gold_scores)]
     low_scoring = [0.20 + i / 100 for i in range(10)]  # SE|de: 0.20 … 0.29
-    results = {"as_written": dev("SE|sv", [0.6] * 1200) + dev("SE|de", low_scoring) + dev("PL|pl", [0.1] * 60)}
+    results = {"as_written": dev("SE|sv", [0.6] * 1200) + dev("SE|de", low_scoring) + dev("SE|fi", [0.5] * 10)
+               + dev("PL|pl", [0.1] * 60)}
     global_rule, kbs, cells = choose(results, {"as_written": 0.0}, 0.0, cell_min=10, budget=0.005)
-    assert cells["SE|sv"].threshold == pytest.approx(0.6)  # 1,200 questions vouch for a τ of its own
-    # the KB may lose 5 of its 1,210 questions ((5 + 1)/1211 ≤ 0.005): all five from SE|de
-    assert kbs["SE"].threshold == pytest.approx(0.25)
-    assert cells["SE|de"].threshold == pytest.approx(0.20)  # 10 questions: the KB's τ, kept below its own golds
-    assert global_rule.threshold == pytest.approx(0.1)  # PL's 60 golds at 0.1 are more than it may lose
-    assert kbs["PL"].threshold == cells["PL|pl"].threshold == pytest.approx(0.1)  # 60 vouch for none: inherited
+    assert cells["SE|sv"].threshold == pytest.approx(0.6, abs=2e-6)  # 1,200 questions vouch for a τ of its own
+    # the KB may lose 5 of its 1,220 questions ((5 + 1)/1221 ≤ 0.005): the five lowest, all from SE|de
+    assert kbs["SE"].threshold == pytest.approx(0.25, abs=2e-6)
+    assert cells["SE|de"].threshold == pytest.approx(0.20, abs=2e-6)  # 10 questions: the KB's τ, below its golds
+    assert cells["SE|fi"].threshold == pytest.approx(0.25, abs=2e-6)  # never above the KB's, for its own 0.5s
+    assert global_rule.threshold == pytest.approx(0.1, abs=2e-6)  # PL's 60 golds at 0.1 are more than it may lose
+    assert kbs["PL"].threshold == cells["PL|pl"].threshold == pytest.approx(0.1, abs=2e-6)  # 60 vouch for none: inherited
     few = {"as_written": dev("SE|sv", [0.6] * 150)}  # 150 < 199: no τ anywhere, not even at the lowest gold
     global_few, kbs_few, _ = choose(few, {"as_written": 0.0}, 0.0, cell_min=10, budget=0.005)
     assert global_few.threshold is None and kbs_few["SE"].threshold is None

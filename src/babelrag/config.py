@@ -144,7 +144,8 @@ def make_config(values: dict[str, Any]) -> SearchConfig:
 
 
 # τ belongs to the model: "auto" takes the one calibrated for the learned model in use (the shipped
-# model's on the shipped dev questions, ≤ 0.5 point of Recall@10 lost; a tuned model's from `babelrag tune`).
+# model's on the shipped dev questions, ≤ 0.5 point of Recall@10 lost on new questions; a tuned model's from
+# `babelrag tune`).
 _TAU = "auto"
 _RERANK = "learned"
 _CHAT = {"strategy": "kb_languages", "rerank": _RERANK, "merge": "max", "threshold": _TAU, "country_filter": True}

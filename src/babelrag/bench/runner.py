@@ -19,7 +19,7 @@ from babelrag.bench import swefaq, xquad_cells
 from babelrag.bench.ladders import PROFILES, Step, ladder
 from babelrag.config import SearchConfig, preset_config
 from babelrag.errors import BabelragError, InputError
-from babelrag.evaluate.calibrate import calibrate_threshold
+from babelrag.evaluate.calibrate import calibrate_threshold, written
 from babelrag.evaluate.golden import GoldenQuestion, load_golden, sample_per_cell, save_golden
 from babelrag.evaluate.runs import COMPLETE, RunResult, run_config
 from babelrag.ingest.pipeline import index_sources
@@ -194,7 +194,7 @@ def run_bench(out: Path, data: Path, quick: bool = False, ladder_name: str = "bl
             source = step.calibrate_threshold_from
             calibration.setdefault(source, calibrate_threshold(results[source].rows, split="dev"))
             tau = calibration[source]["threshold"]  # None: too few dev questions vouch for any cut
-            overrides = dict(overrides, threshold=None if tau is None else round(tau, 6))
+            overrides = dict(overrides, threshold=None if tau is None else written(tau))
         results[step.name] = run_config(step.name, preset_config(step.preset, overrides), questions,
                                         out / f"{number:02d}-{_slug(step.name)}", store, answer=step.answer,
                                         report_split=split, concurrency=concurrency)

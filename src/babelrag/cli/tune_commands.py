@@ -18,7 +18,8 @@ def tune(
                                                       "translation, pivot and HyDE paths cost about one).")] = 0.0,
     max_docs: Annotated[Optional[int], typer.Option(help="Passages passed on at most (k).")] = None,
     recall_loss: Annotated[float, typer.Option(help="Recall@k a rule's τ may cost on new questions, bounded "
-                                                    "from its dev ones ((n·loss + 1)/(n + 1): 0.005 needs 199).")] = 0.005,
+                                                    "from its dev ones ((n·loss + 1)/(n + 1): 0.005 needs 199; "
+                                                    "0: no threshold).")] = 0.005,
     dev_share: Annotated[Optional[float], typer.Option(help="No split tags: hash this share of the questions "
                                                             "(by qid) into dev.")] = None,
     keep_model: Annotated[bool, typer.Option("--keep-model", help="Keep the current relevance model "

@@ -12,6 +12,7 @@ questions before it allows any cut; fewer questions vouch for none.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -28,6 +29,12 @@ def _recall(rows: Sequence[Mapping[str, Any]], tau: float, k: int) -> tuple[floa
         recalls.append(recall_at(kept, row["gold_pages"], k))
         passed.append(len(kept))
     return float(np.mean(recalls)), float(np.mean(passed))
+
+
+def written(tau: float) -> float:
+    """τ as stored, with 6 decimals and rounded down: run rows keep scores to 6 decimals, so a τ read
+    off them could otherwise sit just above the true score of the passage it was meant to keep."""
+    return math.floor(tau * 1e6 - 0.5) / 1e6
 
 
 def min_questions(budget: float) -> int:

@@ -125,7 +125,7 @@ class LocalLLM:
                 stopped = bool(on_text(piece))
             counts.update({k: v for k, v in (chunk.get("timings") or {}).items() if k in counts})
             left = deadline.remaining()
-            stopped = stopped or (left is not None and left <= 0)
+            stopped = stopped or (not finish and left is not None and left <= 0)  # a finished answer is whole
             return stopped  # True stops generation
 
         start = time.perf_counter()
@@ -232,7 +232,7 @@ class OpenAILLM:
                     if piece := _delta(chunk):
                         pieces.append(piece)
                         stopped = bool(on_text(piece))
-                    if stopped or ((left := deadline.remaining()) is not None and left <= 0):
+                    if stopped or (not finish and (left := deadline.remaining()) is not None and left <= 0):
                         stopped = True
                         break  # enough, out of time, or nobody listening any more: closing the stream stops it
             except httpx.TransportError as error:  # mid-answer: part of it was handed on, no retry

@@ -282,10 +282,27 @@ class MTTranslator:
                 with torch.inference_mode():
                     generated = self._model.generate(**batch, **options)
                 translated = tokenizer.batch_decode(generated, skip_special_tokens=True)[0].strip()
-                call = LLMCall("translator", self.name, int(batch["input_ids"].shape[1]), int(generated.shape[1]),
-                               time.perf_counter() - start)
-            out[target] = Translation(translated, (call,), translation_problem(text, translated, src, target))
+                finished = int(generated[0, -1]) in (tokenizer.eos_token_id, tokenizer.pad_token_id)
+                read = int(batch["input_ids"].shape[1])
+                call = LLMCall("translator", self.name, read, int(generated.shape[1]), time.perf_counter() - start,
+                               finish="stop" if finished else "length")
+            # half a passage in, or half a translation out, is not the passage's translation
+            problem = f"source longer than the model's {self.max_length} tokens" if read >= self.max_length else \
+                translation_problem(text, translated, src, target) or \
+                (None if finished else f"translation cut at its budget of {self.max_length} tokens")
+            out[target] = Translation(translated, (call,), problem)
         return out
+
+
+def _cut_when_stored(text: str, calls: Sequence[dict[str, Any]]) -> bool:
+    """A cached one-call translation that ended at its budget (stored before that was refused): the
+    backend said so, or said nothing while a passage's plain translation used its whole budget. Worst
+    case a miss: the translation is asked for again, never served cut."""
+    if len(calls) != 1:  # a retried structured answer: the last call decided, and it validated
+        return False
+    finish, tokens = calls[0].get("finish", ""), calls[0]["completion_tokens"]
+    return finish == "length" or (not finish and len(text) > PASSAGE_CHARS
+                                  and tokens >= 2 * len(text.encode("utf-8")) // 3 + 32)
 
 
 class ParallelTranslator:
@@ -328,7 +345,8 @@ class CachedTranslator:
         found: dict[str, Translation] = {}
         for target in targets:
             stored = self._store.get(self._key(src, target, text))
-            if stored is not None and translation_problem(text, stored["text"], src, target) is None:
+            if stored is not None and translation_problem(text, stored["text"], src, target) is None \
+                    and not _cut_when_stored(text, stored["calls"]):
                 # (checked again: entries from before a check existed would otherwise bypass it)
                 found[target] = Translation(stored["text"], tuple(LLMCall(**c, cached=True) for c in stored["calls"]))
         missing = [t for t in targets if t not in found]
@@ -340,6 +358,6 @@ class CachedTranslator:
                 self._store.put(self._key(src, target, text), {
                     "text": translation.text,
                     "calls": [{k: getattr(c, k) for k in ("role", "model", "prompt_tokens", "completion_tokens",
-                                                          "seconds")} for c in translation.calls]})
+                                                          "seconds", "finish")} for c in translation.calls]})
             found.update(fresh)
         return {t: found[t] for t in targets}

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from babelrag.evaluate.calibrate import calibrate_threshold
+from babelrag.evaluate.calibrate import calibrate_threshold, written
 from babelrag.strategies.tuned import ANY, CellRule
 
 GLOBAL = "global"
@@ -75,7 +75,7 @@ def _tau(rows: Sequence[DevRow], budget: float, k: int, new_questions: bool = Tr
     """The calibrated τ, or None when no cut keeps the budget (too few questions to vouch for one)."""
     calibration = calibrate_threshold([r.row for r in rows], budget=budget, k=k, split=None, allow_all=True,
                                       new_questions=new_questions)
-    return calibration["threshold"]
+    return None if calibration["threshold"] is None else written(calibration["threshold"])
 
 
 def _inherited(rows: Sequence[DevRow], parent_tau: float | None, k: int) -> float | None:
@@ -119,7 +119,7 @@ def choose(results: Mapping[str, Sequence[DevRow]], costs: Mapping[str, float], 
         members = [r for r in results[option] if scope == GLOBAL or r.kb == scope or r.cell == scope]
         tau = _tau(members, budget, k)
         tau = _inherited(members, parent_tau, k) if tau is None else tau
-        return CellRule(option=option, threshold=None if tau is None else round(tau, 6), source=source, n_dev=n,
+        return CellRule(option=option, threshold=tau, source=source, n_dev=n,
                         measured={o: round(shrunk[o].get(scope, float("nan")), 4) for o in allowed})
 
     global_rule = rule(GLOBAL, best(GLOBAL), "global", len(reference), None)
