@@ -147,6 +147,11 @@ def _prompt(text: str, src: str, targets: Sequence[str]) -> list[dict[str, str]]
 PASSAGE_CHARS = 300  # longer texts are passages: translated as plain text, not JSON
 
 
+def translation_budget(text: str) -> int:
+    """Tokens a translation of ``text`` may take: about as many as its source (bytes: fair across scripts)."""
+    return 2 * len(text.encode("utf-8")) // 3 + 32
+
+
 class LLMTranslator:
     def __init__(self, llm: LLM, max_tokens: int = 256):
         self.llm, self.max_tokens = llm, max_tokens
@@ -160,7 +165,7 @@ class LLMTranslator:
                      f"{language_name(target)}. Keep the exact meaning; write names in their usual form; add "
                      f"nothing. Reply with the translation only."},
                     {"role": "user", "content": text}]
-        guard, budget = LoopGuard(text), 2 * len(text.encode("utf-8")) // 3 + 32
+        guard, budget = LoopGuard(text), translation_budget(text)
         completion = self.llm.stream(messages, guard, max_tokens=budget)
         record(trace, "translator", completion)
         if completion.stopped and not guard.fired:  # cut by the deadline or the client, not finished
@@ -173,7 +178,7 @@ class LLMTranslator:
     def _call(self, text: str, src: str, targets: Sequence[str], trace: Trace) -> dict[str, str]:
         if len(targets) == 1 and len(text) > PASSAGE_CHARS:
             return {targets[0]: self._plain(text, src, targets[0], trace)}
-        budget = max(self.max_tokens, 2 * len(text.encode("utf-8")) // 3 + 32) * len(targets)
+        budget = max(self.max_tokens, translation_budget(text)) * len(targets)
         if len(targets) == 1:
             result = complete_json(self.llm, _prompt(text, src, targets), _Single, role="translator", trace=trace,
                                    max_tokens=budget)
@@ -302,7 +307,7 @@ def _cut_when_stored(text: str, calls: Sequence[dict[str, Any]]) -> bool:
         return False
     finish, tokens = calls[0].get("finish", ""), calls[0]["completion_tokens"]
     return finish == "length" or (not finish and len(text) > PASSAGE_CHARS
-                                  and tokens >= 2 * len(text.encode("utf-8")) // 3 + 32)
+                                  and tokens >= translation_budget(text))
 
 
 class ParallelTranslator:
