@@ -1,6 +1,7 @@
 """Shared benchmark helpers: the shared data location, a reusable bench store, percentiles, tables."""
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from pathlib import Path
@@ -30,6 +31,13 @@ def ensure_pooled_xquad(store: str, kb: str = "xquad-pooled") -> str:
     if not open_store(store).exists(kb):
         index_sources(kb, sorted(str(p) for p in XQUAD.glob("xquad.*.json")), store)
     return kb
+
+
+def pick_questions(golden: list, count: int) -> list:
+    """Country-KB questions of the reported split not asked in English (so passages get translated),
+    a fixed spread by hash."""
+    pool = [q for q in golden if q.kb != "pooled" and q.lang != "en" and q.tags.get("split") == "test"] or golden
+    return sorted(pool, key=lambda q: hashlib.sha1(q.id.encode()).hexdigest())[:count]
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -24,7 +24,6 @@ Run: python benchmarks/llm_throughput.py [--questions 8] [--levels 1,2,4,8] [--l
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import secrets
@@ -37,7 +36,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from common import DATA, ROOT, bench_store, console, need_data, table
+from common import DATA, ROOT, bench_store, console, need_data, pick_questions, table
 
 os.environ["BABELRAG_BENCH_STORE"] = bench_store()  # the indexes stay shared; every cache below is fresh
 os.environ["BABELRAG_MODELS"] = os.environ.get("BABELRAG_MODELS") or str(Path.home() / ".babelrag" / "models")
@@ -162,13 +161,6 @@ def llama_server(model: Path, slots: int) -> tuple[Any, str, str]:
     return xllamacpp.Server(params), f"http://127.0.0.1:{port}/v1", key
 
 
-def pick_questions(golden: list, count: int) -> list:
-    """Country-KB questions of the reported split not asked in English (so passages get translated),
-    a fixed spread by hash."""
-    pool = [q for q in golden if q.kb != "pooled" and q.lang != "en" and q.tags.get("split") == "test"] or golden
-    return sorted(pool, key=lambda q: hashlib.sha1(q.id.encode()).hexdigest())[:count]
-
-
 def backend_llm(backend: str, level: int, model: Path, recorded: dict[str, dict[str, Any]],
                 simulator: Simulator | None) -> tuple[LLM, Any]:
     """The model behind one measurement, and what must stay alive while it is used."""
@@ -178,7 +170,9 @@ def backend_llm(backend: str, level: int, model: Path, recorded: dict[str, dict[
     if backend == "server":
         server, url, key = llama_server(model, level)
         os.environ[f"THROUGHPUT_KEY_{level}"] = key
-        return OpenAILLM(url, "qwen", api_key_env=f"THROUGHPUT_KEY_{level}", slots=level), server
+        # prefix reuse off, as in-process: with it on, a request's answer depends on what ran before
+        return OpenAILLM(url, "qwen", api_key_env=f"THROUGHPUT_KEY_{level}", slots=level,
+                         extra_body={"cache_prompt": False}), server
     assert simulator is not None
     return OpenAILLM(simulator.url, "simulator", slots=level), None
 

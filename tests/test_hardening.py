@@ -240,3 +240,32 @@ def test_shutdown_waits_for_running_writes(tmp_path: Path) -> None:
     service.close()
     assert finished == [True] and not service.is_open("pharma")  # closed only after the write ended
     writer.join()
+
+
+
+def test_the_service_loads_segmenters_and_its_model_before_its_first_request(
+        store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Kiwi's constructor and first tokenization, and a local model's load, each hold the GIL for over
+    a second: done by a first request, they froze every request in flight (benchmarks/attack.py saw
+    /health take 2.2 s). The service does them while starting, before it answers anything; a model
+    that is not there is a warning, and answers fail as before."""
+    from types import SimpleNamespace
+
+    from babelrag.lang import segmenters
+    from babelrag.models import llm as llm_module
+
+    loaders = (segmenters._jieba, segmenters._fugashi, segmenters._kiwi, segmenters._thai_tokenize)
+    for load in loaders:
+        load.cache_clear()
+    built: list[str] = []
+    monkeypatch.setattr(llm_module, "_build", lambda spec: built.append(spec) or SimpleNamespace(name=spec))
+    with client_for(store, tmp_path, llm="some-model") as client:
+        assert all(load.cache_info().currsize == 1 for load in loaders)
+        assert built == ["some-model"]
+        assert client.get("/health").status_code == 200
+    monkeypatch.undo()  # the real _build again, with no model provisioned
+    monkeypatch.setenv("BABELRAG_MODELS", str(tmp_path / "no-models"))
+    with caplog.at_level("WARNING", logger="babelrag.server"), \
+            client_for(store, tmp_path, llm="qwen2.5-coder-1.5b") as client:
+        assert client.get("/health").status_code == 200
+    assert "not provisioned" in caplog.text

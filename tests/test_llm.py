@@ -9,6 +9,8 @@ import socket
 from pathlib import Path
 
 import pytest
+from fastapi import FastAPI, Request
+from fastapi.responses import StreamingResponse
 
 from babelrag.models.catalog import CATALOG, ChecksumMismatch, join_verified
 from babelrag.models.llm import Completion, LLMError, OpenAILLM, build_llm
@@ -16,7 +18,7 @@ from babelrag.models.structured import StructuredOutputError, complete_json
 from babelrag.models.translate import CachedTranslator, LLMTranslator, translate, translate_many
 from babelrag.types import Trace
 
-from conftest import MODELS, need_llm
+from conftest import MODELS, ThreadedServer, need_llm
 
 
 def test_pull_joins_parts_in_order_and_refuses_a_wrong_checksum(tmp_path: Path) -> None:
@@ -133,6 +135,33 @@ def test_translation_cache_keeps_costs_and_counts_cached_calls(tmp_path: Path) -
 def test_unreachable_endpoint_is_a_clear_error() -> None:
     with pytest.raises(LLMError, match="unreachable"):
         OpenAILLM("http://127.0.0.1:9/v1", "x", retries=0).complete([{"role": "user", "content": "hi"}])
+
+
+def test_extra_body_fields_reach_the_endpoint_in_every_request() -> None:
+    """A server-specific field (llama.cpp's cache_prompt) goes out with plain and streamed requests,
+    and cannot replace the request's own fields."""
+    seen: list[dict] = []
+    app = FastAPI()
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request):  # noqa: ANN202
+        body = await request.json()
+        seen.append(body)
+        if not body.get("stream"):
+            return {"choices": [{"message": {"content": "Hej"}, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 3, "completion_tokens": 1}}
+        chunk = {"choices": [{"delta": {"content": "Hej"}, "finish_reason": "stop"}]}
+        return StreamingResponse(iter([f"data: {json.dumps(chunk)}\n\n", "data: [DONE]\n\n"]),
+                                 media_type="text/event-stream")
+
+    with ThreadedServer(app) as base:
+        llm = OpenAILLM(f"{base}/v1", "m", retries=0, extra_body={"cache_prompt": False, "model": "other"})
+        question = [{"role": "user", "content": "hi"}]
+        assert llm.complete(question).text == "Hej"
+        assert llm.stream(question, lambda piece: False).text == "Hej"
+        assert OpenAILLM(f"{base}/v1", "m", retries=0).complete(question).text == "Hej"
+    assert [b.get("cache_prompt") for b in seen] == [False, False, None]
+    assert [b["model"] for b in seen] == ["m", "m", "m"] and all(b["messages"] == question for b in seen)
 
 
 @pytest.mark.slow

@@ -143,10 +143,13 @@ class OpenAILLM:
     """Any OpenAI-compatible ``/chat/completions`` endpoint (vLLM, Ollama, llama.cpp server, hosted APIs)."""
 
     def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY", timeout: float = 120.0,
-                 retries: int = 3, slots: int | None = None):
+                 retries: int = 3, slots: int | None = None, extra_body: dict[str, Any] | None = None):
         """``slots``: requests worth sending at once (``$BABELRAG_LLM_CONCURRENCY``, default 4); the
-        endpoint knows its own capacity, so this is the user's setting, not a probe."""
+        endpoint knows its own capacity, so this is the user's setting, not a probe. ``extra_body``:
+        fields one server understands and others may refuse, sent with every request (a llama.cpp
+        server's ``{"cache_prompt": False}`` makes its answers independent of what ran before)."""
         self.base_url, self.model, self.retries = base_url.rstrip("/"), model, retries
+        self.extra_body = dict(extra_body or {})
         self.slots = slots or _positive_env("BABELRAG_LLM_CONCURRENCY", 4)
         self.name = f"{model}@{self.base_url}"
         key = os.environ.get(api_key_env, "not-needed")
@@ -176,8 +179,8 @@ class OpenAILLM:
 
     def complete(self, messages: list[Message], json_schema: dict[str, Any] | None = None, max_tokens: int = 256,
                  temperature: float = 0.0, seed: int = 0) -> Completion:
-        body: dict[str, Any] = {"model": self.model, "messages": messages, "max_tokens": max_tokens,
-                                "temperature": temperature, "seed": seed}
+        body: dict[str, Any] = {**self.extra_body, "model": self.model, "messages": messages,
+                                "max_tokens": max_tokens, "temperature": temperature, "seed": seed}
         if json_schema is not None and self._schema_supported:
             body["response_format"] = {"type": "json_schema",
                                        "json_schema": {"name": "answer", "schema": json_schema, "strict": True}}
@@ -194,8 +197,8 @@ class OpenAILLM:
     def stream(self, messages: list[Message], on_text: OnText, max_tokens: int = 256,
                temperature: float = 0.0, seed: int = 0) -> Completion:
         deadline.check("an LLM call")
-        body = {"model": self.model, "messages": messages, "max_tokens": max_tokens, "temperature": temperature,
-                "seed": seed, "stream": True, "stream_options": {"include_usage": True}}
+        body = {**self.extra_body, "model": self.model, "messages": messages, "max_tokens": max_tokens,
+                "temperature": temperature, "seed": seed, "stream": True, "stream_options": {"include_usage": True}}
         url = f"{self.base_url}/chat/completions"
         for attempt in range(self.retries + 1):  # retried like `complete` while nothing has been handed on
             deadline.check("an LLM call")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import logging
 import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -99,6 +100,8 @@ class BodyLimit:
 def create_app(service: Service, cors_origins: list[str] | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if unloaded := await run_in_threadpool(service.warm):
+            logging.getLogger("babelrag.server").warning("the answers' model is not loaded: %s", unloaded)
         yield
         service.close()  # takes no new writes, waits for those running, then closes the stores
 
