@@ -222,6 +222,8 @@ def kill_mid_ingest(store: str, runs: str) -> tuple[int, int, int, bool]:
         if journal.exists():
             break
         time.sleep(0.05)
+    else:
+        console.print(f"[red]the write never started: no {journal} after 30 s[/]")
     time.sleep(0.5)  # … and a few of its batches are in
     process.send_signal(signal.SIGKILL)
     process.wait()

@@ -2,14 +2,14 @@
 checkout, one after the other in one run: what the code's generation limits and batching changed.
 
 Each version runs in a process of its own with its own ``src`` first on the path (the earlier one
-from a temporary git worktree), a fresh ``$BABELRAG_HOME`` (no cache, no index of the other), every
-LLM cache off, one question at a time. The questions are the first N of this checkout's test split
-(country KBs, not asked in English: passages get translated, in hash order) that the earlier
-version's benchmark data also holds. Retrieval may differ between versions (the earlier ranking may
-hand the step other passages), so besides the step's total model time the report gives the cost
-per call of each role (translator, rewriter, generator, ...) and a least-squares cost model
-(seconds = a·prompt tokens + b·generated tokens) per version: a change in what a call costs is the
-code's doing, a change in how many calls a question makes is the retrieval's.
+from a temporary git worktree; the installed packages are today's), a fresh ``$BABELRAG_HOME`` (no
+cache, no index of the other), the LLM cache off, one question at a time. The questions are the
+first N of this checkout's test split (country KBs, not asked in English: passages get translated,
+in hash order) that the earlier version's benchmark data also holds. Retrieval may differ between
+versions (the earlier ranking may hand the step other passages), so besides the step's total model
+time the report gives the cost per call of each role (translator, rewriter, generator, ...) and a
+least-squares cost model (seconds = a·prompt tokens + b·generated tokens) per version: a change in
+what a call costs is the code's doing, a change in how many calls a question makes is the retrieval's.
 
 With ``--concurrency N`` this checkout runs N questions in flight on an N-slot model (the earlier
 one as it ran, one at a time): the wall-time ratio is then what generation limits and batching
@@ -96,7 +96,7 @@ def summary(folder: Path) -> dict[str, Any]:
     roles: dict[str, list[tuple[int, int, float]]] = defaultdict(list)
     for c in calls:
         roles[c["role"]].append((c["prompt_tokens"], c["completion_tokens"], c["seconds"]))
-    tokens = np.array([[c["prompt_tokens"], c["completion_tokens"]] for c in calls], float)
+    tokens = np.array([[c["prompt_tokens"], c["completion_tokens"]] for c in calls], float).reshape(-1, 2)
     seconds = np.array([c["seconds"] for c in calls])
     per_token = np.linalg.lstsq(tokens, seconds, rcond=None)[0] if len(calls) >= 2 else np.array([np.nan] * 2)
     wall = json.loads((folder / "wall.json").read_text())
@@ -104,7 +104,8 @@ def summary(folder: Path) -> dict[str, Any]:
             "model_s": float(seconds.sum()), "calls": len(calls),
             "prompt": int(tokens[:, 0].sum()), "generated": int(tokens[:, 1].sum()),
             "failures": sum(r.get("failures") or 0 for r in rows),
-            "char3": sum(r.get("answer_char3") or 0.0 for r in rows) / max(len(rows), 1),
+            "char3": float(np.mean(scored)) if (scored := [r["answer_char3"] for r in rows
+                                                           if r.get("answer_char3") is not None]) else float("nan"),
             "ms_per_prompt_token": 1000 * per_token[0], "ms_per_generated_token": 1000 * per_token[1],
             "roles": {role: {"calls": len(v), "prompt_per_call": sum(x[0] for x in v) / len(v),
                              "generated_per_call": sum(x[1] for x in v) / len(v),
@@ -172,6 +173,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     out = Path(tempfile.mkdtemp(prefix="run-", dir=args.out))
     worktree = out / "baseline-src"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "prune"], check=False)  # entries a killed run left
     subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-f", str(worktree), args.baseline],
                    check=True, capture_output=True)
     try:

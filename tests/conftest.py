@@ -137,7 +137,10 @@ class ThreadedServer:
 
     def __enter__(self) -> str:
         self.thread.start()
-        while not self.server.started:
+        waited = time.monotonic()
+        while not self.server.started:  # a start-up that fails ends the thread: fail, do not hang
+            if not self.thread.is_alive() or time.monotonic() - waited > 120:
+                raise RuntimeError("the test server did not start")
             time.sleep(0.05)
         return f"http://127.0.0.1:{self.port}"
 

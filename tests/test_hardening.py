@@ -244,11 +244,12 @@ def test_shutdown_waits_for_running_writes(tmp_path: Path) -> None:
 
 
 def test_the_service_loads_segmenters_and_its_model_before_its_first_request(
-        store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+        store: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """Kiwi's constructor and first tokenization, and a local model's load, each hold the GIL for over
     a second: done by a first request, they froze every request in flight (benchmarks/attack.py saw
-    /health take 2.2 s). The service does them while starting, before it answers anything; a model
-    that is not there is a warning, and answers fail as before."""
+    /health take 2.2 s). The service does them while starting, before it answers anything; the model
+    answers use is the generator when the operator set one; a model that is not there is a warning,
+    and answers fail as before."""
     from types import SimpleNamespace
 
     from babelrag.lang import segmenters
@@ -258,14 +259,15 @@ def test_the_service_loads_segmenters_and_its_model_before_its_first_request(
     for load in loaders:
         load.cache_clear()
     built: list[str] = []
-    monkeypatch.setattr(llm_module, "_build", lambda spec: built.append(spec) or SimpleNamespace(name=spec))
-    with client_for(store, tmp_path, llm="some-model") as client:
-        assert all(load.cache_info().currsize == 1 for load in loaders)
-        assert built == ["some-model"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(llm_module, "_build", lambda spec: built.append(spec) or SimpleNamespace(name=spec))
+        with client_for(store, tmp_path, llm="some-model") as client:
+            assert all(load.cache_info().currsize == 1 for load in loaders)
+            assert client.get("/health").status_code == 200
+        with client_for(store, tmp_path, llm="some-model", defaults={"generator": "the-generator"}):
+            pass
+    assert built == ["some-model", "the-generator"]
+    absent = str(tmp_path / "absent.gguf")  # a spec no other test built: the real _build, no cached model
+    with caplog.at_level("WARNING", logger="babelrag.server"), client_for(store, tmp_path, llm=absent) as client:
         assert client.get("/health").status_code == 200
-    monkeypatch.undo()  # the real _build again, with no model provisioned
-    monkeypatch.setenv("BABELRAG_MODELS", str(tmp_path / "no-models"))
-    with caplog.at_level("WARNING", logger="babelrag.server"), \
-            client_for(store, tmp_path, llm="qwen2.5-coder-1.5b") as client:
-        assert client.get("/health").status_code == 200
-    assert "not provisioned" in caplog.text
+    assert "absent.gguf not found" in caplog.text

@@ -100,8 +100,8 @@ class BodyLimit:
 def create_app(service: Service, cors_origins: list[str] | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        if unloaded := await run_in_threadpool(service.warm):
-            logging.getLogger("babelrag.server").warning("the answers' model is not loaded: %s", unloaded)
+        for problem in await run_in_threadpool(service.warm):
+            logging.getLogger("babelrag.server").warning("not loaded before the first request: %s", problem)
         yield
         service.close()  # takes no new writes, waits for those running, then closes the stores
 

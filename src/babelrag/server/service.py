@@ -94,18 +94,23 @@ class Service:
         self._writes_done = threading.Condition()
         self.closing = False
 
-    def warm(self) -> str | None:
+    def warm(self) -> list[str]:
         """Load, before the first request, what a request would otherwise load holding the GIL — every
         request in flight stalls meanwhile (measured under benchmarks/attack.py: /health 2.2 s on a first
         Korean question, 1.5 s on a first answer): the word segmenters and the model answers use.
-        Returns why the model was not loaded (not provisioned, say): answers then fail as before."""
-        load_all()
-        config = preset_config(overrides=self.defaults)
+        Returns what could not be loaded and why; the service starts anyway, and the requests that
+        need it fail with that error as they would have."""
+        problems = []
         try:
-            build_llm(self.llm or config.generator or config.llm)
-        except BabelragError as error:
-            return str(error)
-        return None
+            load_all()
+        except Exception as error:  # noqa: BLE001 - any failure is the requests' to report, not start-up's
+            problems.append(f"word segmenters: {error}")
+        try:
+            config = preset_config(overrides=self.defaults)
+            build_llm(config.generator or self.llm or config.llm)  # what answers use (schemas.config)
+        except Exception as error:  # noqa: BLE001
+            problems.append(f"the answers' model: {error}")
+        return problems
 
     def kb(self, name: str) -> KnowledgeBase:
         check_kb_name(name)
