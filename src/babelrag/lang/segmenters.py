@@ -106,12 +106,13 @@ def thai(text: str) -> list[str]:
     return _content(_thai_tokenize()(text, engine="newmm", keep_whitespace=False))
 
 
-
 def load_all() -> None:
     """Load every segmenter and segment once (~2 s, ~350 MB): Kiwi's constructor and its first
     tokenization each hold the GIL for over a second, stalling every other thread of a service."""
-    for segment, sample in ((chinese, "中文分词"), (japanese, "日本語の文"), (korean, "한국어 문장"), (thai, "ภาษาไทย")):
+    samples = {chinese: "中文分词", japanese: "日本語の文", korean: "한국어 문장", thai: "ภาษาไทย"}
+    for segment, sample in samples.items():
         segment(sample)
+
 
 def _cache_dir(name: str) -> Path:
     from babelrag.paths import cache_dir
