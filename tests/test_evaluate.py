@@ -12,7 +12,8 @@ from babelrag.evaluate.answers import (
     answer_language_correct, char3gram_recall, char3grams, flexible_exact_match,
 )
 from babelrag.evaluate.calibrate import calibrate_threshold
-from babelrag.evaluate.cells import by_cell, bootstrap_ci
+from babelrag.evaluate.cells import by_cell
+from babelrag.evaluate.clusters import bootstrap_ci
 from babelrag.evaluate.golden import load_golden
 from babelrag.evaluate.metrics import hit_at, ndcg_at, recall_at, reciprocal_rank, retrieval_scores
 from babelrag.evaluate.significance import paired_test
@@ -58,7 +59,10 @@ def test_retrieval_metrics_are_page_level() -> None:
     ideal = 1 + 1 / math.log2(3)
     assert math.isclose(ndcg_at(ranked, ["p1", "p2"]), (1 / math.log2(3) + 1 / math.log2(5)) / ideal)
     scores = retrieval_scores(ranked, ["p1"])
-    assert scores["recall@1"] == 0.0 and scores["recall@3"] == 1.0 and set(scores) >= {"mrr", "ndcg@10", "hit@20"}
+    assert scores["recall@1"] == 0.0 and scores["recall@3"] == 1.0 and set(scores) >= {"mrr", "ndcg@10", "hit@10"}
+    # a top-10 list cannot tell recall@20 from recall@10: it is not reported, unless the list is 20 deep
+    assert "recall@20" not in scores and "hit@20" not in scores
+    assert {"recall@20", "hit@20"} <= set(retrieval_scores(ranked, ["p1"], depth=20))
 
 
 def row(kb: str, lang: str, i: int, recall: float, docs: int = 10) -> dict:

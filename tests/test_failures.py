@@ -196,29 +196,53 @@ def test_a_run_never_aborts_and_counts_failures_per_cell(xquad_store: str, tmp_p
     assert cells["el"]["failed"] == 1.0 and cells["en"]["failed"] == 0.0  # en → en needs no translation
 
 
-def test_a_broken_question_is_recorded_and_a_broken_setup_aborts(xquad_store: str, tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_model_failure_is_recorded_and_a_broken_setup_aborts(xquad_store: str, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     golden = [GoldenQuestion(id=f"q{i}", question="Who won Super Bowl 50?", lang="en", kb="xq",
                              gold_pages=("Super_Bowl_50#0",)) for i in range(12)]
     original = Searcher.search
     calls = {"n": 0}
 
-    def flaky(self, question):  # noqa: ANN001, ANN202 - the third question hits a bug
+    def flaky(self, question):  # noqa: ANN001, ANN202 - the third question's model call fails
         calls["n"] += 1
         if calls["n"] == 4:  # 1 = the warm-up search
-            raise ValueError("a bug on one question")
+            raise LLMError("endpoint unreachable after 4 tries")
         return original(self, question)
     monkeypatch.setattr(Searcher, "search", flaky)
     result = run_config("vector", preset_config("vector"), golden, tmp_path / "one", xquad_store)
     broken = [r for r in result.rows if r["failed"]]
     assert len(result.rows) == 12 and len(broken) == 1 and broken[0]["recall@10"] == 0.0
-    assert "ValueError: a bug on one question" in broken[0]["trace"]["failures"][0]["reason"]
+    assert "LLMError: endpoint unreachable" in broken[0]["trace"]["failures"][0]["reason"]
 
     def always(self, question):  # noqa: ANN001, ANN202
-        raise ValueError("nothing works")
+        raise LLMError("nothing answers")
     monkeypatch.setattr(Searcher, "search", always)
     with pytest.raises(BabelragError, match="first 10 questions all failed"):
         run_config("vector", preset_config("vector", {"k": 9}), golden, tmp_path / "all", xquad_store)
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_a_bug_in_a_strategy_stops_the_run_and_a_resumed_run_starts_there(
+        xquad_store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, concurrency: int) -> None:
+    from babelrag.strategies.as_written import AsWritten
+
+    golden = [GoldenQuestion(id=f"q{i}", question=f"Who won Super Bowl 50? ({i})", lang="en", kb="xq",
+                             gold_pages=("Super_Bowl_50#0",)) for i in range(6)]
+    original = AsWritten.plan
+
+    def buggy(self, question, kb, config, trace):  # noqa: ANN001, ANN202 - our own code breaks on one question
+        if question.text.endswith("(3)"):
+            return original(self, question, kb, config, trace) + None  # a TypeError, as a real bug would be
+        return original(self, question, kb, config, trace)
+    monkeypatch.setattr(AsWritten, "plan", buggy)
+    folder = tmp_path / "run"
+    with pytest.raises(TypeError):
+        run_config("vector", preset_config("vector"), golden, folder, xquad_store, concurrency=concurrency)
+    written = [json.loads(line)["id"] for line in (folder / "traces.jsonl").read_text().splitlines()]
+    assert written == ["q0", "q1", "q2"]  # in order, up to the question it stopped at; no row scored it a miss
+    monkeypatch.setattr(AsWritten, "plan", original)  # fixed: the resumed run starts at q3
+    result = run_config("vector", preset_config("vector"), golden, folder, xquad_store)
+    assert [r["id"] for r in result.rows] == [f"q{i}" for i in range(6)] and not any(r["failed"] for r in result.rows)
 
 
 def test_golden_answers_never_fall_back_to_another_language() -> None:

@@ -114,11 +114,26 @@ def test_dkm_refines_with_the_generators_model(scripted) -> None:
 
 
 def test_the_qa_ladder_reproduces_deltas_table() -> None:
-    names = [step.name for step in ladder("qa-delta")]
-    assert names == ["MultiRAG", "CrossRAG", "DKM-RAG", "QTT-RAG", "English Translation", "DELTA",
-                     "DELTA (original query at generation)"]
-    for step in ladder("qa-delta"):
+    """[DELTA] Table 5 (SPEC §7.1): its rows in its order, each step the method the row names, with the
+    paper's settings — retrieval over the same multilingual datastore, 5 passages to the generator."""
+    expected = [  # row → (strategy, lang_scope, context)
+        ("MultiRAG", ("as_written", "all", "multirag")),
+        ("CrossRAG", ("as_written", "all", "crossrag")),
+        ("DKM-RAG", ("as_written", "all", "dkm")),
+        ("QTT-RAG", ("as_written", "all", "qtt")),
+        ("English Translation", ("pivot", "all", "multirag")),
+        ("DELTA", ("delta", "all", "multirag")),
+        ("DELTA (original query at generation)", ("delta", "all", "multirag")),
+    ]
+    steps = ladder("qa-delta")
+    assert [step.name for step in steps] == [name for name, _ in expected]
+    for step, (_, (strategy, scope, context)) in zip(steps, expected):
         config = preset_config(step.preset, step.overrides)
-        assert step.answer and config.context in ("multirag", "crossrag", "dkm", "qtt")
-    assert preset_config("delta", ladder("qa-delta")[-1].overrides).delta.generator_query == "original"
-    assert preset_config("delta").delta.generator_query == "fused"
+        assert step.answer and (config.strategy, config.lang_scope, config.context) == (strategy, scope, context)
+        assert config.generate_k == 5 and config.pivot == "en" and config.extra_paths == ()
+        assert step.baseline in (None, "MultiRAG", "DELTA")
+    delta = preset_config("delta").delta  # Eq. 5's thresholds, the 900-character cap, K = 3 aliases
+    assert (delta.tau_low, delta.tau_high, delta.tau_boost, delta.max_chars, delta.aliases) == (0.6, 0.85, 0.7, 900, 3)
+    assert delta.generator_query == "fused"
+    assert preset_config(steps[-1].preset, steps[-1].overrides).delta.generator_query == "original"
+

@@ -15,7 +15,7 @@ from babelrag.evaluate.golden import GoldenQuestion
 from babelrag.ingest.pipeline import index_sources
 from babelrag.kb import KnowledgeBase
 from babelrag.relevance.features import FEATURES, feature_matrix
-from babelrag.relevance.model import default_model, fit
+from babelrag.relevance.model import default_model, fit, question_hash
 from babelrag.retrieve.pipeline import Searcher
 from babelrag.strategies.tuned import CellRule, Profile
 from babelrag.tune.choose import DevRow, choose, shrunk_objectives
@@ -160,6 +160,23 @@ def test_tuned_search_applies_the_cell_rule_and_records_it(tuned_kb: str, tmp_pa
         assert english.passed == 10
 
 
+def test_questions_a_profile_was_tuned_on_stay_out_of_the_headline(tuned_kb: str, tmp_path: Path,
+                                                                     small_xquad: list[Path]) -> None:
+    from babelrag.evaluate.runs import run_config
+
+    golden = [q.model_copy(update={"tags": {**q.tags, "split": "x"}}) for q in golden_for(small_xquad, "xt")
+              if q.lang in ("de", "en")][:12]
+    tuned, fresh = golden[:8], golden[8:]
+    with KnowledgeBase.open("xt", tuned_kb) as kb:
+        write_profile(profile_for(kb, tuned_on=[question_hash(q.question) for q in tuned]), tmp_path / "xt.yaml")
+    config = preset_config("tuned", {"profile": str(tmp_path)})
+    result = run_config("tuned", config, golden, tmp_path / "run", tuned_kb)
+    assert result.metrics["overall"]["n"] == len(fresh) and result.metrics["seen"]["n"] == len(tuned)
+    assert sum(bool(r.get("seen")) for r in result.rows) == len(tuned)  # scored, kept, shown apart
+    with pytest.raises(ConfigError, match="every question to be scored was seen by this configuration"):
+        run_config("tuned", config, tuned, tmp_path / "only-tuned", tuned_kb)
+
+
 def test_a_profile_for_another_kb_or_embedder_is_refused(tuned_kb: str, tmp_path: Path) -> None:
     with KnowledgeBase.open("xt", tuned_kb) as kb:
         for changes, field in (({"kb": "other"}, "profile kb"), ({"embedder": "another"}, "profile embedder")):
@@ -214,6 +231,8 @@ def test_tune_fits_stores_and_serves_the_profile(tmp_path: Path, small_xquad: li
         if result.fit["variant"] != "shipped":
             assert stored["model"]["meta"]["trained_on"] == f"{dev} dev questions of xt"
         assert {key.split("|")[1] for key in stored["cells"]} <= set(XQUAD_LANGS)
+        # every dev question it chose on is remembered, so eval keeps them out of its headline
+        assert set(stored["tuned_on"]) == {question_hash(q.question) for q in golden if q.tags["split"] == "dev"}
     with KnowledgeBase.open("xt", tuned_kb) as kb:  # stored: a new process finds it
         name = kb.manifest["relevance"]["name"]
         assert name == ("default" if result.fit["variant"] == "shipped" else "xt-tuned")
@@ -282,5 +301,5 @@ def test_training_candidates_rank_path_languages_per_cell() -> None:
     labels = np.array([0, 1, 1, 0, 0, 0, 0], dtype=float)
     candidates = Candidates(np.zeros((7, len(FEATURES))), labels, np.zeros(7, dtype=int),
                             np.array([0, 0, 1, 1, 2, 2, 2]), np.array(["th", "th", "zh", "zh", "en", "en", "en"], dtype=object),
-                            ["q"], [("*", "th")])
+                            [GoldenQuestion(id="q", question="คำถาม", lang="th", kb="k", gold_pages=("p",))], ["q"])
     assert candidates.best_paths(2) == {("*", "th"): ["zh", "th"]}

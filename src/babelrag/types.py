@@ -78,6 +78,9 @@ class SearchRequest:
     # how the text came about: the question itself, a translation of it, or a model's text (HyDE, DELTA's
     # fused query); the learned relevance model weighs evidence from each differently
     origin: Literal["as_written", "translated", "generated"] = "as_written"
+    # the question this path serves, as asked: a learned model scores a question it was fitted on with the
+    # fold model that held it out (set by the searcher on every path)
+    asked: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,8 +15,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from babelrag.bench import swefaq, xquad_cells
-from babelrag.bench.ladders import PROFILES, Step, ladder
+from babelrag.bench.datasets import Sources, chosen
+from babelrag.bench.ladders import OWN, PROFILES, Step, ladder
+from babelrag.bench.xquad_cells import SplitBy
 from babelrag.config import SearchConfig, preset_config
 from babelrag.errors import BabelragError, InputError
 from babelrag.evaluate.calibrate import calibrate_threshold, written
@@ -35,36 +36,28 @@ class BenchData:
     notes: list[str]
 
 
-def locate(data: Path) -> tuple[Path | None, Path | None]:
-    """An XQuAD-format folder (``data`` itself or ``data/xquad-dev``) and a SweFAQ file, when present."""
-    squad = data if any(data.glob("*.*.json")) else data / "xquad-dev"
-    faq = data / "swefaq-dev" / "swefaq_dev.jsonl"
-    return (squad if squad.is_dir() and any(squad.glob("*.*.json")) else None), (faq if faq.is_file() else None)
-
-
 def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:10]
 
 
-def build_data(data: Path, out: Path, quick: bool, seed: int) -> BenchData:
-    squad, faq = locate(data)
-    if squad is None and faq is None:
+def build_data(data: Path, out: Path, quick: bool, seed: int, datasets: list[str] | None = None,
+               split_by: SplitBy = "article") -> BenchData:
+    """Every registered dataset (``bench/datasets.py``) whose data is under ``data``, or those named."""
+    sources = Sources.locate(data, quick=quick, seed=seed, split_by=split_by)
+    if sources.squad is None and sources.faq is None:
         raise InputError(data, None, "no XQuAD-format files (*.<lang>.json) and no swefaq-dev/swefaq_dev.jsonl here")
     built, notes = [], []
-    if squad is not None:
-        from babelrag.bench.squad import load_squad_folder
-
-        recipe = xquad_cells.default_recipe(load_squad_folder(squad), seed=seed, quick=quick)
-        built.append(xquad_cells.build(recipe, out / "xquad-cells"))
-    else:
-        notes.append(f"no XQuAD-format folder under {data}: xquad-cells skipped")
-    if faq is not None:
-        built.append(swefaq.build(faq, out / "swefaq"))
-    else:
-        notes.append(f"no {data}/swefaq-dev/swefaq_dev.jsonl: swefaq skipped")
+    for dataset in chosen(datasets):
+        if sources.has(dataset.needs):
+            built.append(dataset.build(sources, out / dataset.name))
+        else:
+            notes.append(f"{dataset.name} ({dataset.layout}) skipped: its data ({', '.join(dataset.needs)}) is not "
+                         f"under {data}")
     physical = {name: f"{name}-{_digest(path)}" for b in built for name, path in b["indexes"].items()}
     golden = [q.model_copy(update={"index": physical[q.index or q.kb]})
               for b in built for q in load_golden(b["golden"])]
+    if len({q.id for q in golden}) != len(golden):  # a builder's bug: two datasets would share rows
+        raise InputError(out, None, "the benchmark datasets wrote the same question id twice")
     save_golden(golden, out / "golden.jsonl")
     return BenchData(golden, {physical[name]: path for b in built for name, path in b["indexes"].items()}, notes)
 
@@ -103,13 +96,14 @@ def qa_smoke_sample(questions: list[GoldenQuestion], pivot: str = "en") -> list[
 
 
 def _step_questions(step: Step, config: SearchConfig, golden: list[GoldenQuestion], quick: bool,
-                    per_cell: int | None, explicit: bool, per_kb: int | None = None) -> list[GoldenQuestion]:
+                    per_cell: int | None, explicit: bool, per_kb: int | None = None,
+                    report_split: str = REPORTED) -> list[GoldenQuestion]:
     """All questions for retrieval steps (the dev split feeds calibration); LLM steps a sample of the
     reported split only, since dev questions never enter the headline figures."""
     calls_model = config.query_uses_llm() if step.llm is None else step.llm
     if not (step.answer or step.sample or calls_model):
         return golden
-    golden = [q for q in golden if q.tags.get("split") == REPORTED] or golden
+    golden = [q for q in golden if q.tags.get("split") == report_split] or golden
     if per_kb is not None:
         return sample_per_cell(golden, per_kb, by_kb=True)
     if quick and not explicit:  # smoke tests; measurements use --llm-per-cell
@@ -148,22 +142,47 @@ def fit_profiles(golden: list[GoldenQuestion], indexes: list[str], store: str, f
     return notes
 
 
+def _threshold(step: Step, config: SearchConfig, plan_configs: dict[str, SearchConfig], results: dict[str, RunResult],
+               golden: list[GoldenQuestion], folder: Path, store: str, concurrency: int | None) -> dict[str, Any]:
+    """τ for a step (SPEC §2.2), from dev rows scored by a model that never saw them (the shipped and tuned
+    models score their own training questions out-of-fold): the step's *own* dev rows — a run of its
+    configuration without a threshold (``OWN``), or an earlier step that is that very configuration —
+    else another step's τ, reused and labelled so (an LLM step runs on a test sample only)."""
+    plain = config.model_copy(update={"threshold": None})
+    source = step.calibrate_threshold_from
+    dev = [q for q in golden if q.tags.get("split") == "dev"]
+    if not dev:  # a small folder whose articles all hashed into test: nothing may vouch for a cut
+        return {"threshold": None, "budget": None, "n": 0, "split": "dev", "from": source, "reused": False,
+                "too_few": "no dev questions in this build (every article hashed into the test split)"}
+    if source == OWN:
+        rows = run_config(f"{step.name} (no threshold, dev)", plain, dev, folder.with_name(folder.name + "-calibration"),
+                          store, concurrency=concurrency).rows
+        return {**calibrate_threshold(rows, split="dev"), "from": "its own dev rows", "reused": False}
+    assert source is not None
+    own = plan_configs[source].model_copy(update={"threshold": None}) == plain
+    return {**calibrate_threshold(results[source].rows, split="dev"), "from": source, "reused": not own}
+
+
 def run_bench(out: Path, data: Path, quick: bool = False, ladder_name: str = "blog", store: str | None = None,
               seed: int = 13, llm: str | None = None, llm_per_cell: int | None = None,
-              llm_per_kb: int | None = None, concurrency: int | None = None) -> dict[str, Any]:
+              llm_per_kb: int | None = None, concurrency: int | None = None, datasets: list[str] | None = None,
+              split_by: SplitBy = "article", report_split: str = REPORTED) -> dict[str, Any]:
     """``llm_per_cell``: questions per cell for the LLM steps (default 20, and 1 for answering ladders);
     ``llm_per_kb``: per knowledge base instead; ``quick`` without either: one question per country KB
     for the LLM steps, two questions for answering. ``concurrency``: questions in flight in every
-    step (default: one for retrieval, the model's slots for LLM steps)."""
+    step (default: one for retrieval, the model's slots for LLM steps). ``datasets``: dataset or layout
+    names (default all); ``split_by``: dev/test by article (new pages) or question (new questions on seen
+    pages); ``report_split``: the headline split (``dev`` only to make design choices on)."""
     started = time.perf_counter()
     store = store or str(home() / "bench" / "store")
     out.mkdir(parents=True, exist_ok=True)
-    bench = build_data(data, out / "data", quick, seed)
+    bench = build_data(data, out / "data", quick, seed, datasets, split_by)
     steps = ladder(ladder_name)
     answering = any(step.answer for step in steps)
     per_cell = llm_per_cell if llm_per_cell is not None else (1 if answering else 20)
     notes = list(bench.notes)
     plan: list[tuple[int, Step, dict[str, Any], list[GoldenQuestion]]] = []
+    plan_configs: dict[str, SearchConfig] = {}
     for number, step in enumerate(steps, start=1):
         overrides = {key: value.replace(PROFILES, str(out / "profiles")) if isinstance(value, str) else value
                      for key, value in dict(step.overrides, **({"llm": llm} if llm else {})).items()}
@@ -172,14 +191,16 @@ def run_bench(out: Path, data: Path, quick: bool = False, ladder_name: str = "bl
         if (step.answer or calls_model) and (problem := _llm_available(config.llm)):
             notes.append(f"step '{step.name}' skipped: {problem}")
             continue
+        plan_configs[step.name] = config
         plan.append((number, step, overrides, _step_questions(step, config, bench.golden, quick, per_cell,
-                                                              llm_per_cell is not None, llm_per_kb)))
+                                                              llm_per_cell is not None, llm_per_kb, report_split)))
     needed = {q.index for _, _, _, questions in plan for q in questions}
     from babelrag.relevance.model import default_model
 
-    if seen := default_model().fitted_on([q.question for q in bench.golden if q.tags.get("split") == REPORTED]):
-        notes.append(f"the shipped relevance model was fitted on {seen} of the reported questions: its figures "
-                     f"are optimistic (another --seed or dev share than the shipped split?)")
+    reported = [q.question for q in bench.golden if q.tags.get("split") == report_split]
+    if (seen := default_model().fitted_on(reported)) and not default_model().scores_out_of_fold(reported):
+        notes.append(f"the shipped relevance model was fitted on {seen} of the reported questions in-sample: its "
+                     f"figures are optimistic (another --seed or dev share than the shipped split?)")
     ensure_indexes({name: path for name, path in bench.indexes.items() if name in needed}, store)
     profiles = {str(value) for _, _, overrides, _ in plan for value in overrides.values()
                 if isinstance(value, str) and value.startswith(str(out / "profiles"))}
@@ -188,16 +209,16 @@ def run_bench(out: Path, data: Path, quick: bool = False, ladder_name: str = "bl
                               2 if quick and llm_per_cell is None else per_cell)
     results: dict[str, RunResult] = {}
     calibration: dict[str, Any] = {}
-    split = REPORTED if any(q.tags.get("split") == REPORTED for q in bench.golden) else None
+    split = report_split if any(q.tags.get("split") == report_split for q in bench.golden) else None
     for number, step, overrides, questions in plan:
+        folder = out / f"{number:02d}-{_slug(step.name)}"
         if step.calibrate_threshold_from:
-            source = step.calibrate_threshold_from
-            calibration.setdefault(source, calibrate_threshold(results[source].rows, split="dev"))
-            tau = calibration[source]["threshold"]  # None: too few dev questions vouch for any cut
+            calibration[step.name] = _threshold(step, plan_configs[step.name], plan_configs, results, bench.golden,
+                                                folder, store, concurrency)
+            tau = calibration[step.name]["threshold"]  # None: too few dev questions vouch for any cut
             overrides = dict(overrides, threshold=None if tau is None else written(tau))
-        results[step.name] = run_config(step.name, preset_config(step.preset, overrides), questions,
-                                        out / f"{number:02d}-{_slug(step.name)}", store, answer=step.answer,
-                                        report_split=split, concurrency=concurrency)
+        results[step.name] = run_config(step.name, preset_config(step.preset, overrides), questions, folder, store,
+                                        answer=step.answer, report_split=split, concurrency=concurrency)
     from babelrag.evaluate.report import summarise_runs, write_reports
 
     baselines = {s.name: s.baseline for s in steps if s.baseline and s.name in results and s.baseline in results}
@@ -205,6 +226,7 @@ def run_bench(out: Path, data: Path, quick: bool = False, ladder_name: str = "bl
         list(results.values()), ladder=ladder_name, baselines=baselines, calibration=calibration,
         runs={name: r.folder.name for name, r in results.items()},
         data={"source": str(data), "quick": quick, "seed": seed, "questions": len(bench.golden), "split": split,
+              "split_by": split_by, "datasets": sorted({q.tags.get("layout", "") for q in bench.golden}),
               "llm": llm, "concurrency": concurrency or "default", "llm_per_cell": per_cell, "llm_per_kb": llm_per_kb, "indexes": sorted(needed),
               "notes": notes},
         seconds=time.perf_counter() - started)

@@ -9,6 +9,10 @@ lies in [0, 1] and grows with τ, so the expected loss on a new question from th
 the budget). Measured why: with 127 dev questions of a cell, the largest τ losing none of them
 cost 2–3 points of Recall@10 on that cell's test questions. So a budget of 0.005 needs 199
 questions before it allows any cut; fewer questions vouch for none.
+
+The n of the bound counts *questions*, not rows: a question asked in eight languages is one draw
+from the mix of questions (``clusters.py``), so its rows' losses are averaged into one loss and
+counted once. Counting rows would let eight copies of 25 questions vouch for a cut that 25 cannot.
 """
 from __future__ import annotations
 
@@ -19,16 +23,18 @@ from typing import Any
 import numpy as np
 
 from babelrag.errors import ConfigError
+from babelrag.evaluate.clusters import cluster_keys, cluster_means
 from babelrag.evaluate.metrics import recall_at
 
 
-def _recall(rows: Sequence[Mapping[str, Any]], tau: float, k: int) -> tuple[float, float]:
+def _recall(rows: Sequence[Mapping[str, Any]], clusters: Sequence[str], tau: float, k: int) -> tuple[float, float]:
+    """Recall@k and documents passed at τ, each question (cluster) counted once."""
     recalls, passed = [], []
     for row in rows:
         kept = [h["doc_id"] for h in row["evidence"] if h["score"] >= tau][:k]
         recalls.append(recall_at(kept, row["gold_pages"], k))
         passed.append(len(kept))
-    return float(np.mean(recalls)), float(np.mean(passed))
+    return float(np.mean(cluster_means(recalls, clusters))), float(np.mean(cluster_means(passed, clusters)))
 
 
 def written(tau: float) -> float:
@@ -59,20 +65,21 @@ def calibrate_threshold(rows: Sequence[Mapping[str, Any]], budget: float = 0.005
                           f"or allow calibrating on all questions explicitly")
     if not chosen:
         raise ConfigError("threshold calibration: no questions to calibrate on")
-    n = len(chosen)
-    base, base_passed = _recall(chosen, float("-inf"), k)
+    clusters = cluster_keys(chosen)
+    n = len(set(clusters))  # questions: the independent draws the bound counts
+    base, base_passed = _recall(chosen, clusters, float("-inf"), k)
 
     def bound(loss: float) -> float:  # the expected loss on a new question, or the calibration questions' own
         return (n * loss + 1) / (n + 1) if new_questions else loss
 
     best = None
     for tau in sorted({h["score"] for r in chosen for h in r["evidence"]}):
-        recall, passed = _recall(chosen, tau, k)
+        recall, passed = _recall(chosen, clusters, tau, k)
         if bound(base - recall) > budget + 1e-12:
             break
         best = (tau, recall, passed)
     tau, recall, passed = best if best else (None, base, base_passed)  # None: no cut keeps the budget
-    return {"threshold": tau, "budget": budget, "n": n, "split": used_split,
+    return {"threshold": tau, "budget": budget, "n": n, "rows": len(chosen), "split": used_split,
             "recall_before": base, "recall_after": recall, "docs_passed_before": base_passed,
             "docs_passed_after": passed, "loss_bound": bound(base - recall) if best else None,
             "bound": "new questions" if new_questions else "calibration questions",

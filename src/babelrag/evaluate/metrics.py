@@ -37,9 +37,12 @@ def ndcg_at(ranked_pages: Sequence[str], gold: Sequence[str], k: int = 10) -> fl
     return dcg / ideal if ideal else 0.0
 
 
-def retrieval_scores(ranked_pages: Sequence[str], gold: Sequence[str]) -> dict[str, float]:
-    scores = {f"recall@{k}": recall_at(ranked_pages, gold, k) for k in K_VALUES}
-    scores.update({f"hit@{k}": hit_at(ranked_pages, gold, k) for k in K_VALUES})
+def retrieval_scores(ranked_pages: Sequence[str], gold: Sequence[str], depth: int = 10) -> dict[str, float]:
+    """Every metric the list can support: ``depth`` is how many results the configuration passes (its k),
+    so recall@20 of a top-10 list — always recall@10 — is not reported."""
+    cutoffs = [k for k in K_VALUES if k <= depth]
+    scores = {f"recall@{k}": recall_at(ranked_pages, gold, k) for k in cutoffs}
+    scores.update({f"hit@{k}": hit_at(ranked_pages, gold, k) for k in cutoffs})
     scores["mrr"] = reciprocal_rank(ranked_pages, gold)
     scores["ndcg@10"] = ndcg_at(ranked_pages, gold, 10)
     return scores

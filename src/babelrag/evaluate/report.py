@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from babelrag.errors import ConfigError
+from babelrag.evaluate.report_layouts import layout_figure, layout_lines
 from babelrag.evaluate.runs import RunResult, in_split, load_run
 from babelrag.evaluate.significance import compare, correct
 
@@ -119,17 +120,27 @@ def _overall_lines(summary: dict[str, Any], columns: list[str]) -> list[str]:
               "| configuration | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
     for name, cfg in configs.items():
         overall = cfg["overall"]
-        cells = [str(overall["n"]) if c == "n" else _fmt(overall.get(c), c) for c in columns]
+        cells = [count(overall) if c == "n" else _fmt(overall.get(c), c) for c in columns]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    seen = {name: cfg["seen"] for name, cfg in configs.items() if cfg.get("seen")}
+    for name, what in seen.items():
+        lines.append(f"- {name}: {what['n']} rows left out of these figures — " +
+                     "; ".join(f"{n} because {why}" for why, n in what["why"].items()) + ".")
     excluded = {name: cfg["excluded"] for name, cfg in configs.items() if cfg.get("excluded")}
     if excluded:
-        lines += ["", "Dev questions (used for tuning; shown apart, not comparable with the table above):", "",
+        lines += ["", "Questions outside the headline (the dev split, used for tuning and τ, and any question the "
+                      "configuration was tuned or fitted on; shown apart, not comparable with the table above):", "",
                   "| configuration | n | recall@10 | mrr | docs_passed |", "|---|---|---|---|---|"]
         for name, rest in excluded.items():
             o = rest["overall"]
-            lines.append(f"| {name} | {o['n']} | {_fmt(o.get('recall@10'))} | {_fmt(o.get('mrr'))} | "
+            lines.append(f"| {name} | {count(o)} | {_fmt(o.get('recall@10'))} | {_fmt(o.get('mrr'))} | "
                          f"{_fmt(o.get('docs_passed'), 'docs')} |")
     return lines
+
+
+def count(summary: dict[str, Any]) -> str:
+    """n as the independent questions and the rows behind them ("127 q / 1,016 rows")."""
+    return f"{summary.get('questions', summary['n']):,} q / {summary['n']:,} rows"
 
 
 def _matched_lines(summary: dict[str, Any], metrics: list[str]) -> list[str]:
@@ -160,10 +171,16 @@ def markdown(summary: dict[str, Any]) -> str:
     data = summary.get("data")
     if data:
         lines += [f"Data: `{data['source']}` ({'quick sample' if data['quick'] else 'full'}, seed {data['seed']}, "
-                  f"{data['questions']} questions).", *[f"- note: {n}" for n in data.get("notes", [])], ""]
+                  f"{data['questions']} golden rows; layouts {', '.join(data.get('datasets') or []) or '–'}; dev/test "
+                  f"split by {data.get('split_by', 'question')}, headline on the {data.get('split') or 'whole'} "
+                  f"split).", *[f"- note: {n}" for n in data.get("notes", [])], ""]
     lines += _overall_lines(summary, columns)
-    for source, calibration in summary.get("calibration", {}).items():
-        head = f"Threshold calibrated on `{source}` ({calibration['split'] or 'all'} questions, n = {calibration['n']})"
+    for step, calibration in summary.get("calibration", {}).items():
+        source = calibration.get("from", step)
+        how = (f"reused from `{source}` (calibrated on its dev rows, not this step's own)" if calibration.get("reused")
+               else f"calibrated on `{source}`" if source != step else "calibrated on its own dev rows")
+        head = (f"`{step}`: threshold {how} ({calibration['split'] or 'all'} split, n = {calibration['n']} questions"
+                + (f", {calibration['rows']} rows" if calibration.get("rows") else "") + ")")
         if calibration["threshold"] is None:
             lines += ["", f"{head}: no cut — {calibration.get('too_few') or 'none keeps the Recall@10 budget'}."]
             continue
@@ -187,7 +204,8 @@ def markdown(summary: dict[str, Any]) -> str:
                 cell = cells.get((kb, lang))
                 failed = f" !{cell['failed']:.0%}" if cell and cell.get("failed") else ""
                 row.append("not asked" if cell is None else
-                           f"{_fmt(cell.get(matrix))} ({cell['n']}{'*' if cell['small'] else ''}){failed}")
+                           f"{_fmt(cell.get(matrix))} ({cell.get('questions', cell['n'])}{'*' if cell['small'] else ''})"
+                           f"{failed}")
             lines.append(f"| {kb} | " + " | ".join(row) + " |")
         ranked = sorted(cells.values(), key=lambda c: (c.get(matrix, 0.0), c.get("mrr", 0.0)))
         worst = ", ".join(f"{c['kb']}/{c['lang']} {_fmt(c.get(matrix))}" for c in ranked[:3])
@@ -197,6 +215,7 @@ def markdown(summary: dict[str, Any]) -> str:
         if stages:
             lines.append("Model failures (each took its method's fallback): " +
                          ", ".join(f"{stage} {count}" for stage, count in stages.items()) + ".")
+    lines += layout_lines(configs)
     lines += _loop_lines(configs)
     correction = summary.get("correction") or {}
     lines += ["", f"## Significant changes (paired randomisation test; {correction.get('method', 'uncorrected')} "
@@ -307,4 +326,5 @@ def write_reports(summary: dict[str, Any], out: Path, html_file: Path | None = N
     html_file = html_file or out / "report.html"
     html_file.write_text(html(summary), encoding="utf-8")
     loop_figure(summary["configs"], out)
+    layout_figure(summary["configs"], out)
     return markdown_file, html_file

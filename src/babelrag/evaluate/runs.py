@@ -5,9 +5,12 @@ index searched), ``traces.jsonl`` (one line per question, written as it goes), `
 and, only at the very end, ``COMPLETE``. Re-running the same configuration resumes an interrupted
 folder and reuses a complete one; another configuration, golden set or index is refused.
 
-Failures are data: a model failure degrades to the method's fallback inside the pipeline and is
-counted from the trace; anything else that goes wrong on one question is recorded on that
-question's row (scored as nothing found) and the run goes on. Only configuration errors abort.
+Failures are data, bugs are not: a model failure degrades to the method's fallback inside the
+pipeline and is counted from the trace; a model or endpoint failure no fallback caught (the typed
+``MODEL_FAILURES``: an LLM error, a deadline) is recorded on that question's row (scored as
+nothing found) and the run goes on. Anything else — a configuration error, or a bug in our own code
+such as a ``TypeError`` — stops the run with its traceback; rows are written in order, so the
+question it stopped at has none and a resumed run starts there.
 
 Timing (``timing``): ``cold`` (default) measures each question's own work — no candidates reused
 from a cache, its query vectors embedded afresh — after an untimed warm-up that loads the
@@ -26,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -35,10 +39,12 @@ from typing import Any, Literal
 from babelrag import __version__
 from babelrag.concurrency import in_order
 from babelrag.config import SearchConfig
-from babelrag.errors import BabelragError, ConfigError, IndexMismatch, KBNotFound, StoreError
+from babelrag.deadline import DeadlineExceeded
+from babelrag.errors import BabelragError, ConfigError
 from babelrag.evaluate.answers import answer_language_correct, char3gram_recall, flexible_exact_match
 from babelrag.evaluate.cells import by_cell
 from babelrag.evaluate.golden import GoldenQuestion
+from babelrag.evaluate.leakage import mark_seen, seen_questions
 from babelrag.evaluate.loops import loop_summary
 from babelrag.evaluate.metrics import retrieval_scores
 from babelrag.generate.answerer import Answerer
@@ -47,6 +53,7 @@ from babelrag.jsonl import numbered_lines
 from babelrag.kb import KnowledgeBase
 from babelrag.lang import analysis
 from babelrag.models.llm import build_llm, slots_of
+from babelrag.models.llm_types import LLMError
 from babelrag.paths import cache_dir
 from babelrag.progress import progress
 from babelrag.retrieve.cache import RetrievalCache
@@ -66,7 +73,8 @@ TIMING_NOTES: dict[str, str] = {
 CONCURRENCY_NOTE = ("{n} questions in flight: each question's times include waiting for shared cores and model "
                     "slots; compare latencies between runs at the same concurrency")
 ABORT_AFTER = 10  # this many questions failing in a row, none scored yet: a broken setup, not bad answers
-FATAL = (ConfigError, IndexMismatch, KBNotFound, StoreError, KeyboardInterrupt)
+# what a model or endpoint can do to one question that no method's fallback caught: recorded, never fatal
+MODEL_FAILURES = (LLMError, DeadlineExceeded)
 
 
 @dataclass(frozen=True)
@@ -78,8 +86,9 @@ class RunResult:
 
 
 def question_row(question: GoldenQuestion, result: SearchResult | None, trace: Trace, seconds: float,
-                  scored: bool = True) -> dict[str, Any]:
-    """``scored=False``: no retrieval metrics (no-RAG retrieves nothing by design)."""
+                 scored: bool = True, depth: int = 10) -> dict[str, Any]:
+    """``scored=False``: no retrieval metrics (no-RAG retrieves nothing by design); ``depth``: the
+    configuration's k (no recall@20 for a top-10 list)."""
     waited = sum(c.seconds for c in trace.llm_calls if not c.cached)  # model time this run really spent
     retrieval_ms = max(0.0, seconds - waited) * 1000
     model_ms = sum(c.seconds for c in trace.llm_calls) * 1000  # at the original cost, cached or not
@@ -92,7 +101,7 @@ def question_row(question: GoldenQuestion, result: SearchResult | None, trace: T
     row.update(ranked_pages=pages, evidence=[h.to_dict() for h in result.evidence.hits] if result else [],
                docs_passed=result.passed if result else 0)
     if scored:
-        row.update(retrieval_scores(pages, question.gold_pages))
+        row.update(retrieval_scores(pages, question.gold_pages, depth))
     return row
 
 
@@ -140,6 +149,18 @@ def _with_new_defaults(before: dict[str, Any], now: dict[str, Any]) -> dict[str,
     return {**{k: defaults[k] for k in now if k not in before and k in defaults}, **before}
 
 
+def seen_ids(by_index: dict[str, list[GoldenQuestion]], config: SearchConfig, store: str | None,
+             answer: bool) -> dict[str, str]:
+    """Question id → why, for every question this configuration was tuned or fitted on (``leakage.py``)."""
+    if answer and config.context == "none":
+        return {}
+    seen: dict[str, str] = {}
+    for name, questions in by_index.items():
+        with KnowledgeBase.open(name, store) as kb:
+            seen.update(mark_seen(questions, seen_questions(kb, config, Searcher(kb, config).relevance)))
+    return seen
+
+
 def index_identities(names: Sequence[str], store: str | None) -> dict[str, Any]:
     identities = {}
     for name in dict.fromkeys(names):
@@ -153,7 +174,7 @@ class _Runner:
 
     def __init__(self, kb: KnowledgeBase, config: SearchConfig, answer: bool, timing: Timing):
         cache = RetrievalCache(cache_dir() / "retrieval.sqlite") if timing == "warm" else None
-        self.kb, self.timing = kb, timing
+        self.kb, self.timing, self.depth = kb, timing, config.k
         self.answerer = Answerer(kb, config, cache) if answer else None
         self.searcher = None if answer else Searcher(kb, config, cache)
         self.scored = not (answer and config.context == "none")
@@ -163,7 +184,7 @@ class _Runner:
 
     def _warm_up(self, config: SearchConfig) -> None:
         """Load every analyzer and touch the engine once, untimed, so no question pays for loading. A
-        failure here is left to the questions (each records its own)."""
+        model failure here is left to the questions (each records its own); anything else stops the run."""
         try:
             for lang in self.kb.manifest["languages"].get("all", {}):
                 analysis.tokens("warm up", lang)
@@ -174,9 +195,7 @@ class _Runner:
             if config.context != "none" or self.searcher is not None:
                 plain = config.model_copy(update={"strategy": "as_written", "extra_paths": ()})
                 Searcher(self.kb, plain).search(Question("warm up", lang="en"))
-        except FATAL:
-            raise
-        except Exception:  # noqa: BLE001, S110 - see the docstring
+        except MODEL_FAILURES:  # left to the questions (each records its own)
             pass
         self.kb.forget_query_vectors()
 
@@ -187,21 +206,22 @@ class _Runner:
         start = time.perf_counter()
         if self.answerer is not None:
             reply = self.answerer.ask(question.as_question())
-            row = question_row(question, reply.search, reply.trace, time.perf_counter() - start, self.scored)
+            row = question_row(question, reply.search, reply.trace, time.perf_counter() - start, self.scored,
+                               self.depth)
             row.update(_answer_fields(question, reply, self.languages))
             row["trace"] = reply.trace.to_dict()
         else:
             assert self.searcher is not None
             result = self.searcher.search(question.as_question())
-            row = question_row(question, result, result.trace, time.perf_counter() - start)
+            row = question_row(question, result, result.trace, time.perf_counter() - start, depth=self.depth)
             row["trace"] = result.trace.to_dict()
         return row
 
     def failed_row(self, question: GoldenQuestion, error: Exception, seconds: float) -> dict[str, Any]:
-        """Something no fallback caught: the question scores as nothing found, and says why."""
+        """A model failure no fallback caught: the question scores as nothing found, and says why."""
         trace = Trace()
         trace.fail("question", f"{type(error).__name__}: {error}", "no result for this question")
-        row = question_row(question, None, trace, seconds, self.scored)
+        row = question_row(question, None, trace, seconds, self.scored, self.depth)
         if self.answerer is not None:
             row.update(_answer_fields(question, None, self.languages))
         row["trace"] = trace.to_dict()
@@ -217,15 +237,14 @@ def default_concurrency(config: SearchConfig, answer: bool) -> int:
 
 def _outcome(runners: dict[str, _Runner], alone: bool) -> Callable[[tuple[str, GoldenQuestion]],
                                                                     tuple[str, GoldenQuestion, dict[str, Any]]]:
-    """Each question's row, or the exception (judged later, in order, where the run decides what it means)."""
+    """Each question's row, or the model failure (judged later, in order, where the run decides what it
+    means); any other exception propagates and stops the run."""
     def work(job: tuple[str, GoldenQuestion]) -> tuple[str, GoldenQuestion, dict[str, Any]]:
         kb_name, question = job
         start = time.perf_counter()
         try:
             return kb_name, question, runners[kb_name].row(question, alone)
-        except FATAL:
-            raise
-        except Exception as error:  # noqa: BLE001 - one question's failure is data
+        except MODEL_FAILURES as error:  # one question's model failure is data
             return kb_name, question, {"_error": error, "_seconds": time.perf_counter() - start}
     return work
 
@@ -245,6 +264,11 @@ def run_config(name: str, config: SearchConfig, questions: Sequence[GoldenQuesti
     by_index: dict[str, list[GoldenQuestion]] = {}
     for q in questions:
         by_index.setdefault(index or q.index or q.kb, []).append(q)
+    seen = seen_ids(by_index, config, store, answer)
+    if seen and all(q.id in seen for q in in_split_questions(questions, report_split)):
+        why = sorted(set(seen.values()))
+        raise ConfigError(f"{name}: every question to be scored was seen by this configuration ({'; '.join(why)}); "
+                          f"scoring them would flatter it. Score questions it was not tuned on (e.g. the test split)")
     frozen = {"name": name, "config": config.model_dump(mode="json"), "golden": golden_fingerprint(questions),
               "questions": len(questions), "store": store, "index": index, "answer": answer, "timing": timing,
               "indexes": index_identities(list(by_index), store), "babelrag_version": __version__}
@@ -293,6 +317,8 @@ def run_config(name: str, config: SearchConfig, questions: Sequence[GoldenQuesti
                             row = runners[kb_name].failed_row(question, error, row["_seconds"])
                         else:
                             errors_in_a_row, scored_any = 0, True
+                        if question.id in seen:
+                            row["seen"] = seen[question.id]
                         out.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
                         out.flush()
                         rows.append(row)
@@ -310,18 +336,29 @@ def run_config(name: str, config: SearchConfig, questions: Sequence[GoldenQuesti
 
 
 def in_split(rows: Sequence[dict[str, Any]], split: str | None) -> list[dict[str, Any]]:
-    return list(rows) if split is None else [r for r in rows if (r.get("tags") or {}).get("split") == split]
+    """The headline rows: in ``split`` (when given), and never a question the configuration was tuned or
+    fitted on (``row["seen"]``)."""
+    return [r for r in rows if not r.get("seen") and (split is None or (r.get("tags") or {}).get("split") == split)]
+
+
+def in_split_questions(questions: Sequence[GoldenQuestion], split: str | None) -> list[GoldenQuestion]:
+    return [q for q in questions if split is None or q.tags.get("split") == split]
 
 
 def run_metrics(rows: Sequence[dict[str, Any]], report_split: str | None = None) -> dict[str, Any]:
-    """By cell and overall; with ``report_split`` the headline is that split, the rest shown apart."""
+    """By cell and overall; with ``report_split`` the headline is that split, the rest shown apart; questions
+    the configuration was tuned or fitted on are always shown apart (``seen``, with why)."""
     headline = in_split(rows, report_split)
     metrics = by_cell(headline)
     if report_split is not None:
-        others = [r for r in rows if (r.get("tags") or {}).get("split") != report_split]
         metrics["split"] = report_split
-        if others:
-            metrics["excluded"] = {"n": len(others), **by_cell(others)}
+    kept = {id(r) for r in headline}
+    others = [r for r in rows if id(r) not in kept]
+    if others:
+        metrics["excluded"] = {"n": len(others), **by_cell(others)}
+    seen = Counter(r["seen"] for r in rows if r.get("seen"))
+    if seen:
+        metrics["seen"] = {"n": sum(seen.values()), "why": dict(seen)}
     if (loops := loop_summary(headline)) is not None:
         metrics["overall"]["coral"] = loops
     return metrics

@@ -1,8 +1,10 @@
 """Paired comparison of two configurations on the same questions: a randomisation (sign-flip) test.
 
 Under the null hypothesis the two configurations are exchangeable per question, so flipping the
-sign of each per-question difference at random gives the null distribution of the mean
-difference. Exact enough at 10,000 resamples; p is two-sided with the +1 correction.
+sign of each question's differences at random gives the null distribution of the mean difference.
+A question asked in eight languages is one question: its rows flip together (``clusters.py``), so
+copies neither narrow the null nor shrink p. Exact enough at 10,000 resamples; p is two-sided with
+the +1 correction.
 """
 from __future__ import annotations
 
@@ -12,32 +14,25 @@ from typing import Any
 
 import numpy as np
 
+from babelrag.evaluate.clusters import cluster_key, sign_flip_test
+
 RESAMPLES = 10_000
 MIN_PAIRS = 10  # fewer paired questions cannot reach p < 0.05 after correction: such cells are not tested
 CORRECTION = "Benjamini–Hochberg"
 
 
-def paired_test(a: Sequence[float], b: Sequence[float], seed: int = 0,
-                resamples: int = RESAMPLES) -> dict[str, float]:
+def paired_test(a: Sequence[float], b: Sequence[float], seed: int = 0, resamples: int = RESAMPLES,
+                clusters: Sequence[str] | None = None) -> dict[str, float]:
+    """b − a per row; ``clusters``: each row's question (default: every row its own)."""
     diff = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
-    if len(diff) == 0:
-        return {"n": 0, "delta": float("nan"), "p": float("nan")}
-    observed = abs(diff.mean())
-    if not np.any(diff):
-        return {"n": len(diff), "delta": 0.0, "p": 1.0}
-    rng = np.random.default_rng(seed)
-    extreme = 0
-    block = max(1, 2_000_000 // len(diff))  # bounded memory: blocks of resamples
-    for start in range(0, resamples, block):
-        signs = rng.choice((-1.0, 1.0), size=(min(block, resamples - start), len(diff)))
-        extreme += int(np.sum(np.abs((signs * diff).mean(axis=1)) >= observed - 1e-12))
-    return {"n": len(diff), "delta": float(diff.mean()), "p": (extreme + 1) / (resamples + 1)}
+    return sign_flip_test(diff, clusters, seed, resamples)
 
 
 def compare(rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[str, Any]], metric: str,
             seed: int = 0) -> dict[str, Any]:
     """Per cell and overall, on the questions both runs scored on ``metric`` (matched by id): the two
-    means on those same questions, their difference and its p (cells under ``MIN_PAIRS`` untested)."""
+    means on those same questions, their difference and its p, rows of one question flipped together
+    (cells with fewer than ``MIN_PAIRS`` questions untested)."""
     b_by_id = {r["id"]: r for r in rows_b}
     pairs = [(r, b_by_id[r["id"]]) for r in rows_a
              if r["id"] in b_by_id and r.get(metric) is not None and b_by_id[r["id"]].get(metric) is not None]
@@ -47,10 +42,12 @@ def compare(rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[str, A
 
     def test(group: list) -> dict[str, Any]:
         a, b = [x[metric] for x, _ in group], [y[metric] for _, y in group]
+        clusters = [cluster_key(x) for x, _ in group]
         means = {"mean_a": float(np.mean(a)) if a else float("nan"), "mean_b": float(np.mean(b)) if b else float("nan")}
-        if len(group) < MIN_PAIRS:
-            return {"n": len(group), "delta": means["mean_b"] - means["mean_a"], "p": None, **means}
-        return {**paired_test(a, b, seed), **means}
+        if len(set(clusters)) < MIN_PAIRS:
+            return {"n": len(group), "clusters": len(set(clusters)), "delta": means["mean_b"] - means["mean_a"],
+                    "p": None, **means}
+        return {**paired_test(a, b, seed, clusters=clusters), **means}
 
     return {"metric": metric, "overall": test(pairs),
             "cells": [{"kb": kb, "lang": lang, **test(group)} for (kb, lang), group in sorted(cells.items())]}

@@ -20,8 +20,65 @@ FEATURES: tuple[str, ...] = (
     "coverage", "query_terms", "same_lang", "same_script", "translated", "generated", "length",
     "bm25_norm:same_script", "coverage:same_script", "dense_gap:same_lang",
     "hybrid",
+    # the embedder's language bias, measured on the path's own candidates and taken out of the cosine
+    "lang_bias", "dense_fair", "dense_fair_gap", "dense_fair_z", "same_lang_share",
+    "bm25_norm:other_lang", "coverage:other_lang", "dense_fair_gap:same_lang",
+    # each candidate against the candidates in its own language: a page in a language the path rarely
+    # retrieves stands out among its peers even when the language bias keeps its raw cosine low
+    "dense_lang_z", "dense_lang_gap", "lang_rank", "cand_lang_share",
+    "bm25_z:same_lang_share", "coverage:same_lang_share", "dense_lang_z:other_lang",
+    # the page behind the candidate: its other language versions the path also found lend it their evidence
+    # (a parallel KB), and a path whose candidates all share its language is keyword territory (monolingual)
+    "page_langs", "page_same_lang", "page_dense_gap", "page_bm25_norm", "mono_path", "hybrid:mono_path",
 )
 KEYWORD_WEIGHT = 0.5  # the ``hybrid`` feature: zscore fusion's own combination of the two arms
+MODEL_FEATURES = FEATURES  # what the shipped model and `tune`'s full variant read
+
+
+def _within_language(dense: np.ndarray, langs: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per candidate, against the candidates in the same language: z-score of the cosine (0 in groups of
+    fewer than 3), gap to the group's best, log rank in the group, and the group's share of the path."""
+    z, gap, rank, share = (np.zeros(len(dense)) for _ in range(4))
+    for lang in set(langs):
+        members = np.array([i for i, other in enumerate(langs) if other == lang])
+        values = dense[members]
+        std = values.std()
+        if len(members) >= 3 and std > 0:
+            z[members] = (values - values.mean()) / std
+        gap[members] = values - values.max()
+        order = np.empty(len(members))
+        order[np.argsort(-values, kind="stable")] = np.arange(1, len(members) + 1)
+        rank[members] = np.log(order)
+        share[members] = len(members) / len(dense)
+    return z, gap, rank, share
+
+
+def _by_page(hits: Sequence[Hit], dense: np.ndarray, bm25_norm: np.ndarray,
+             path_lang: str | None) -> tuple[np.ndarray, ...]:
+    """Per candidate, about its page among the path's candidates: log of how many languages the path found it
+    in (on a parallel KB a relevant page is found in several), whether one of them is the path's language,
+    the page's best cosine relative to the path's best, and its best normalised BM25."""
+    pages: dict[str, list[int]] = {}
+    for i, hit in enumerate(hits):
+        pages.setdefault(hit.passage.doc_id, []).append(i)
+    langs, same, best_dense, best_bm25 = (np.zeros(len(hits)) for _ in range(4))
+    for members in pages.values():
+        found = {hits[i].passage.lang for i in members}
+        langs[members] = np.log(len(found))
+        same[members] = float(path_lang in found)
+        best_dense[members] = dense[members].max()
+        best_bm25[members] = bm25_norm[members].max()
+    return langs, same, best_dense - dense.max(), best_bm25
+
+
+def _language_bias(dense: np.ndarray, same_lang: np.ndarray) -> float:
+    """How much higher the path's same-language candidates score than the others, on average: a multilingual
+    embedder rates text in the query's language closer whatever it says, so on a KB whose pages each exist in
+    one language that bias alone lifts same-language distractors over a cross-lingual gold page."""
+    same = same_lang > 0
+    if same.all() or not same.any():
+        return 0.0
+    return float(dense[same].mean() - dense[~same].mean())
 
 
 
@@ -49,6 +106,14 @@ def feature_matrix(hits: Sequence[Hit], request: SearchRequest, query_vector: np
     bm25_z = (bm25 - bm25.mean()) / bm25_std if bm25_std > 0 else np.zeros(n)
     dense_z = (dense - dense.mean()) / std if std > 0 else np.zeros(n)
     dense_gap = dense - dense.max()
+    bias = _language_bias(dense, same_lang)
+    fair = dense - bias * same_lang
+    fair_std = fair.std()
+    other_lang = 1.0 - same_lang
+    lang_z, lang_gap, lang_rank, cand_share = _within_language(dense, langs)
+    page_langs, page_same, page_dense_gap, page_bm25 = _by_page(hits, dense, bm25_norm, request.lang)
+    mono = float(same_lang.all())
+    hybrid = dense_z + KEYWORD_WEIGHT * bm25_z
     columns = {
         "dense": dense, "dense_gap": dense_gap, "dense_z": dense_z,
         "dense_rank": np.log(dense_rank), "bm25_log": np.log1p(bm25), "bm25_norm": bm25_norm,
@@ -60,6 +125,17 @@ def feature_matrix(hits: Sequence[Hit], request: SearchRequest, query_vector: np
         "length": np.log1p(np.array([len(h.passage.text) for h in hits], dtype=float)),
         "bm25_norm:same_script": bm25_norm * same_script, "coverage:same_script": coverage * same_script,
         "dense_gap:same_lang": dense_gap * same_lang,
-        "hybrid": dense_z + KEYWORD_WEIGHT * bm25_z,
+        "hybrid": hybrid,
+        "lang_bias": np.full(n, bias), "dense_fair": fair, "dense_fair_gap": fair - fair.max(),
+        "dense_fair_z": (fair - fair.mean()) / fair_std if fair_std > 0 else np.zeros(n),
+        "same_lang_share": np.full(n, same_lang.mean()),
+        "bm25_norm:other_lang": bm25_norm * other_lang, "coverage:other_lang": coverage * other_lang,
+        "dense_fair_gap:same_lang": (fair - fair.max()) * same_lang,
+        "dense_lang_z": lang_z, "dense_lang_gap": lang_gap, "lang_rank": lang_rank, "cand_lang_share": cand_share,
+        "bm25_z:same_lang_share": bm25_z * same_lang.mean(), "coverage:same_lang_share": coverage * same_lang.mean(),
+        "dense_lang_z:other_lang": lang_z * other_lang,
+        "page_langs": page_langs, "page_same_lang": page_same, "page_dense_gap": page_dense_gap,
+        "page_bm25_norm": page_bm25,
+        "mono_path": np.full(n, mono), "hybrid:mono_path": hybrid * mono,
     }
     return np.column_stack([columns[name] for name in FEATURES])

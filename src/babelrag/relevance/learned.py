@@ -3,6 +3,8 @@
 The features come from what retrieval already returned (arm scores and ranks, stored vectors and
 keyword terms), so re-scoring 50 candidates costs one small matrix product. Scores are calibrated
 probabilities: one scale across paths, languages and path kinds (as written, translated, generated).
+Every path of a question the model was fitted on is scored by the fold model that held that question
+out (``RelevanceModel.for_question``), so figures on training questions are out-of-fold.
 """
 from __future__ import annotations
 
@@ -33,4 +35,4 @@ class LearnedReranker:
         if not hits:
             return []
         rows = feature_matrix(hits, request, self._query_vector(query), query_terms(query, request))
-        return [float(p) for p in self.model.predict(rows)]
+        return [float(p) for p in self.model.for_question(request.asked).predict(rows)]

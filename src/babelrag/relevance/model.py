@@ -5,6 +5,12 @@ A logistic regression (scikit-learn fits it; predicting is one dot product): cal
 fast enough for 50 candidates in well under a millisecond, and readable — the report shows its
 weights. The model travels as JSON with what it was fitted on and for which embedder (a cosine
 from another model means something else: such a KB is refused, as a mismatched index is).
+
+A model fitted with ``crossfit`` also carries its *fold models*, each fitted without one group of
+its training questions, and which fold held out each training question (by a hash of its text, every
+translation of it included). A question it was fitted on is then scored by the fold model that never
+saw it: evaluating a model on its own training questions, and calibrating a threshold on them, gives
+the figures new questions would — never in-sample ones.
 """
 from __future__ import annotations
 
@@ -35,6 +41,14 @@ class RelevanceModel:
     coef: np.ndarray
     intercept: float
     meta: Mapping[str, Any] = field(default_factory=dict)
+    folds: tuple[RelevanceModel, ...] = ()  # each fitted without one group of the training questions
+    fold_of: Mapping[str, int] = field(default_factory=dict)  # training question hash → the fold held out
+
+    def for_question(self, text: str | None) -> RelevanceModel:
+        """The model to score this question with: the fold model that never saw it when it is one of the
+        training questions, else the model itself."""
+        fold = self.fold_of.get(question_hash(text)) if text is not None and self.folds else None
+        return self if fold is None else self.folds[fold]
 
     def predict(self, rows: np.ndarray) -> np.ndarray:
         """P(relevant) for rows of all ``FEATURES`` (the model reads its own subset of them)."""
@@ -61,28 +75,47 @@ class RelevanceModel:
 
     def fitted_on(self, texts: Sequence[str]) -> int:
         """How many of these questions the model was fitted on (by the hashes it keeps of its own)."""
-        mine = set(self.meta.get("question_hashes") or ())
+        mine = set(self.meta.get("question_hashes") or ()) | set(self.fold_of)
         return sum(question_hash(text) in mine for text in texts)
+
+    def scores_out_of_fold(self, texts: Sequence[str]) -> bool:
+        """Whether every one of these questions it was fitted on is scored by a fold model that held it out."""
+        return all(question_hash(text) in self.fold_of for text in texts
+                   if question_hash(text) in set(self.meta.get("question_hashes") or ()))
 
     def weights(self) -> dict[str, float]:
         """Each feature's weight per standard deviation: what the model leans on."""
         return {name: round(float(w), 4) for name, w in zip(self.features, self.coef)}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"format": FORMAT, "features": list(self.features), "mean": self.mean.tolist(),
-                "scale": self.scale.tolist(), "coef": self.coef.tolist(), "intercept": self.intercept,
-                "meta": dict(self.meta)}
+        out = {"format": FORMAT, "features": list(self.features), "mean": self.mean.tolist(),
+               "scale": self.scale.tolist(), "coef": self.coef.tolist(), "intercept": self.intercept,
+               "meta": dict(self.meta)}
+        if self.folds:
+            out["folds"] = [{key: fold.to_dict()[key] for key in ("mean", "scale", "coef", "intercept")}
+                            for fold in self.folds]
+            out["fold_of"] = dict(sorted(self.fold_of.items()))
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RelevanceModel:
         try:
             if data.get("format") != FORMAT:
                 raise ConfigError(f"relevance model: format {data.get('format')!r}, this version reads {FORMAT}")
-            return cls(tuple(data["features"]), np.asarray(data["mean"], dtype=np.float64),
-                       np.asarray(data["scale"], dtype=np.float64), np.asarray(data["coef"], dtype=np.float64),
-                       float(data["intercept"]), dict(data.get("meta") or {}))
+            features = tuple(data["features"])
+            folds = tuple(cls(features, *_weights(fold), {"name": f"fold {i}"})
+                          for i, fold in enumerate(data.get("folds") or ()))
+            fold_of = {str(key): int(value) for key, value in (data.get("fold_of") or {}).items()}
+            if any(not 0 <= value < len(folds) for value in fold_of.values()):
+                raise ValueError("fold_of names a fold the model does not have")
+            return cls(features, *_weights(data), dict(data.get("meta") or {}), folds, fold_of)
         except (KeyError, TypeError, ValueError) as error:
-            raise ConfigError(f"relevance model: malformed ({error!r})") from error
+            raise ConfigError(f"relevance model: malformed ({type(error).__name__})") from error
+
+
+def _weights(data: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    return (np.asarray(data["mean"], dtype=np.float64), np.asarray(data["scale"], dtype=np.float64),
+            np.asarray(data["coef"], dtype=np.float64), float(data["intercept"]))
 
 
 def question_hash(text: str) -> str:
@@ -90,9 +123,9 @@ def question_hash(text: str) -> str:
 
 
 def fit(rows: np.ndarray, labels: np.ndarray, meta: Mapping[str, Any], c: float = 1.0,
-        features: Sequence[str] = FEATURES) -> RelevanceModel:
+        features: Sequence[str] = FEATURES, weights: np.ndarray | None = None) -> RelevanceModel:
     """Standardise, then an L2-regularised logistic regression (scikit-learn's lbfgs) on ``features``
-    (rows hold all ``FEATURES``)."""
+    (rows hold all ``FEATURES``); ``weights`` per row (e.g. so each layout counts alike)."""
     from sklearn.linear_model import LogisticRegression
 
     if len(rows) == 0 or labels.min() == labels.max():
@@ -100,12 +133,45 @@ def fit(rows: np.ndarray, labels: np.ndarray, meta: Mapping[str, Any], c: float 
     rows = rows[:, [FEATURES.index(name) for name in features]]
     mean, scale = rows.mean(axis=0), rows.std(axis=0)
     scale[scale == 0] = 1.0
-    classifier = LogisticRegression(C=c, max_iter=2000).fit((rows - mean) / scale, labels)
+    classifier = LogisticRegression(C=c, max_iter=2000).fit((rows - mean) / scale, labels, sample_weight=weights)
     return RelevanceModel(tuple(features), mean, scale, classifier.coef_[0].astype(np.float64),
                           float(classifier.intercept_[0]),
                           {**meta, "candidates": int(len(rows)), "relevant": int(labels.sum()), "C": c,
                            "fitted_at": datetime.now(UTC).isoformat(timespec="seconds"),
                            "scikit-learn": version("scikit-learn")})
+
+
+def group_folds(row_groups: np.ndarray, folds: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(train rows, held-out rows) per fold, whole groups on one side (``GroupKFold``, at most one fold per
+    group): a question's translations — or an article's pages — are never split between the sides."""
+    from sklearn.model_selection import GroupKFold
+
+    n = min(folds, len(np.unique(row_groups)))
+    return list(GroupKFold(n_splits=n).split(np.zeros(len(row_groups)), groups=row_groups)) if n >= 2 else []
+
+
+def crossfit(rows: np.ndarray, labels: np.ndarray, row_groups: np.ndarray, group_texts: Mapping[str, Sequence[str]],
+             meta: Mapping[str, Any], c: float = 1.0, features: Sequence[str] = FEATURES,
+             folds: int = 5) -> RelevanceModel:
+    """``fit`` on every row, plus one fold model per group fold (``GroupKFold``: a group — a question and
+    its translations, or a whole article — is never on both sides) that scores the held-out groups'
+    questions (``group_texts``: each group's question texts) from then on. A fold without both labels to
+    fit on keeps the full model for its questions."""
+    full = fit(rows, labels, {**meta, "question_hashes": sorted({question_hash(t) for texts in group_texts.values()
+                                                                   for t in texts})}, c, features)
+    names = np.unique(row_groups)
+    if len(names) < 2:
+        return full
+    fold_models, fold_of = [], {}
+    for train, held in group_folds(row_groups, folds):
+        if labels[train].min() == labels[train].max():
+            continue
+        fold_of.update({question_hash(t): len(fold_models) for group in np.unique(row_groups[held])
+                        for t in group_texts.get(str(group), ())})
+        fold_models.append(fit(rows[train], labels[train], {"name": f"fold {len(fold_models)}"}, c, features))
+    meta_out = {**full.meta, "crossfit": {"folds": len(fold_models), "groups": int(len(names))}}
+    return RelevanceModel(full.features, full.mean, full.scale, full.coef, full.intercept, meta_out,
+                          tuple(fold_models), fold_of)
 
 
 @cache

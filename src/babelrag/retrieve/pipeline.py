@@ -69,7 +69,7 @@ class Searcher:
         unique: dict[tuple, SearchRequest] = {}
         for request in requests:  # the same search twice finds the same candidates: run it once
             unique.setdefault((request.text, request.lang, request.segments, request.rerank_text, repr(request.filter)),
-                              request)
+                              replace(request, asked=question.text))
         return list(unique.values())
 
     def _run_paths(self, requests: list[SearchRequest], trace: Trace) -> list[Ranking]:
@@ -113,7 +113,9 @@ class Searcher:
 
     def _evidence(self, question: Question, trace: Trace) -> Ranking:
         if isinstance(self.strategy, LoopingStrategy):
-            return self.strategy.loop(question, self.kb, self.config, trace, self._search_paths)
+            def rounds(requests: list[SearchRequest], round_trace: Trace) -> Ranking:
+                return self._search_paths([replace(r, asked=question.text) for r in requests], round_trace)
+            return self.strategy.loop(question, self.kb, self.config, trace, rounds)
         return self._planned(question, trace)
 
     def _threshold(self) -> float | None:

@@ -6,6 +6,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from babelrag.config import SearchConfig
+from babelrag.relevance.model import default_model
 from babelrag.types import PassageFilter, Question
 
 if TYPE_CHECKING:
@@ -14,8 +15,10 @@ if TYPE_CHECKING:
 
 def kb_languages(manifest: dict[str, Any], country: str | None, pivot: str, prefer: str | None = None) -> list[str]:
     """The KB's languages for ``country`` (and its global passages), pivot first, then ``prefer`` (the
-    question's own language: searching it costs no translation), then by passage count.
-    ``language_overrides`` in the manifest replace the computed set."""
+    question's own language: searching it costs no translation), then by passage count — and where counts
+    tie (a KB whose languages hold equal shares), by how well translated paths into each language found the
+    gold on the shipped data's dev questions (measured, kept with the shipped relevance model), never by
+    name. ``language_overrides`` in the manifest replace the computed set."""
     overrides = manifest.get("language_overrides") or {}
     declared = overrides.get("countries", {}).get(country) if country else overrides.get("all")
     if declared:
@@ -25,7 +28,8 @@ def kb_languages(manifest: dict[str, Any], country: str | None, pivot: str, pref
         counts = Counter(seen.get("countries", {}).get(country, {}) if country else seen.get("all", {}))
         if country:
             counts.update(seen.get("global", {}))
-        langs = sorted(counts, key=lambda lang: (-counts[lang], lang))
+        measured = default_model().meta.get("path_lang_mrr") or {}
+        langs = sorted(counts, key=lambda lang: (-counts[lang], -measured.get(lang, 0.0), lang))
     return list(dict.fromkeys(([pivot] if pivot in langs else []) + ([prefer] if prefer in langs else []) + langs))
 
 

@@ -61,6 +61,9 @@ class Profile(BaseModel):
     kbs: dict[str, CellRule] = Field(default_factory=dict)  # by country (ANY: no country)
     cells: dict[str, CellRule] = Field(default_factory=dict)  # by "country|lang"
     targets: dict[str, list[str]] = Field(default_factory=dict)  # by "country|lang": KB-language paths, best first
+    # hashes of the dev questions whose results chose its rules: scoring them would flatter it (eval and the
+    # bench keep them out of their headline figures)
+    tuned_on: list[str] = Field(default_factory=list)
 
     def rule_for(self, country: str | None, lang: str | None) -> tuple[str, CellRule]:
         """The most specific rule the profile holds for this cell, and the key it was found under."""

@@ -4,11 +4,14 @@ Two nested models compete: ``full`` (every feature: cross-lingual evidence, cove
 ``hybrid`` (one feature, zscore fusion's own combination of the arms — calibrated hybrid order).
 Where every page exists in the question's language (a parallel KB) the plain hybrid order is hard to
 beat and ``full`` can trade a little of it for cross-lingual evidence it does not need; the choice is
-made on held-out dev questions (5 folds, grouped by question), never on the questions reported.
+made on held-out dev questions (5 folds, grouped by question and its translations — or by article),
+never on the questions reported. The chosen model is refitted with its fold models (``crossfit``), so
+every later measurement on the dev questions — options, thresholds — is out-of-fold.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -16,7 +19,7 @@ import numpy as np
 from babelrag.errors import ConfigError
 from babelrag.evaluate.calibrate import calibrate_threshold
 from babelrag.relevance.features import FEATURES
-from babelrag.relevance.model import RelevanceModel, fit
+from babelrag.relevance.model import RelevanceModel, crossfit, fit, group_folds
 from babelrag.tune.training import Candidates
 
 VARIANTS: dict[str, tuple[str, ...]] = {"full": FEATURES, "hybrid": ("hybrid",)}
@@ -25,58 +28,88 @@ SIMPLEST_FIRST = ("hybrid", "shipped", "full")  # ties go to the model with fewe
 
 
 def path_mrr(candidates: Candidates, scores: np.ndarray, k: int = 10) -> float:
-    """MRR@k of the as-written path's candidates ordered by ``scores`` (page relevance per row)."""
-    reciprocal = []
+    """MRR@k of the as-written path's candidates ordered by ``scores`` (page relevance per row), one
+    reciprocal rank per question (ties keep retrieval order)."""
     first = candidates.path == 0
-    for question in np.unique(candidates.question[first]):
-        rows = np.where(first & (candidates.question == question))[0]
-        order = rows[np.argsort(-scores[rows], kind="stable")][:k]
-        hits = np.where(candidates.labels[order] > 0)[0]
-        reciprocal.append(1.0 / (hits[0] + 1) if len(hits) else 0.0)
-    return float(np.mean(reciprocal)) if reciprocal else 0.0
+    if not first.any():
+        return 0.0
+    question, score, label = candidates.question[first], scores[first], candidates.labels[first]
+    order = np.lexsort((-score, question))  # by question, then best score first; stable within ties
+    question, label = question[order], label[order]
+    starts = np.flatnonzero(np.r_[True, question[1:] != question[:-1]])
+    rank = np.arange(len(question)) - np.repeat(starts, np.diff(np.r_[starts, len(question)]))
+    found = np.where((label > 0) & (rank < k), rank, k)
+    best = np.minimum.reduceat(found, starts)
+    return float(np.mean(np.where(best < k, 1.0 / (best + 1), 0.0)))
 
 
 def _subset(candidates: Candidates, rows: np.ndarray) -> Candidates:
-    return Candidates(candidates.rows[rows], candidates.labels[rows], candidates.question[rows],
-                      candidates.path[rows], candidates.path_lang[rows], candidates.ids, candidates.cells)
+    return replace(candidates, rows=candidates.rows[rows], labels=candidates.labels[rows],
+                   question=candidates.question[rows], path=candidates.path[rows], path_lang=candidates.path_lang[rows])
 
 
-def out_of_fold_tau(candidates: Candidates, features: Sequence[str], budget: float = 0.005, k: int = 10,
-                    c: float = 1.0) -> float | None:
-    """The threshold for a model with these features: the largest τ keeping the expected Recall@k loss of
-    the as-written path on new questions within ``budget``, on scores each question got from a model fitted
-    without it (two halves); None when the questions vouch for no cut."""
-    questions = np.unique(candidates.question)
+def fit_crossfitted(candidates: Candidates, meta: Mapping[str, Any], c: float = 1.0,
+                    features: Sequence[str] = FEATURES) -> RelevanceModel:
+    """The model on every candidate, with fold models by group (each question scored out-of-fold)."""
+    return crossfit(candidates.rows, candidates.labels, candidates.row_groups(), candidates.group_texts(), meta, c,
+                    features, FOLDS)
+
+
+def out_of_fold_rows(model: RelevanceModel, candidates: Candidates, k: int = 10) -> list[dict[str, Any]]:
+    """Each question's as-written path ranked by the fold model that held it out, as calibration rows (one
+    cluster per group: a question's translations count once)."""
     rows = []
-    for half in (0, 1):
-        held = questions[half::2]
-        train = ~np.isin(candidates.question, held)
-        if candidates.labels[train].min() == candidates.labels[train].max():
-            return None
-        model = fit(candidates.rows[train], candidates.labels[train], {}, c, features)
-        for question in held:
-            index = np.where((candidates.question == question) & (candidates.path == 0))[0]
-            scores = model.predict(candidates.rows[index])
-            order = index[np.argsort(-scores, kind="stable")][:k]
-            ranked = dict(zip(index, scores))
-            rows.append({"gold_pages": ["gold"], "evidence": [
-                {"doc_id": "gold" if candidates.labels[i] > 0 else f"other{i}", "score": float(ranked[i])}
-                for i in order]})
-    return calibrate_threshold(rows, budget=budget, k=k, split=None, allow_all=True)["threshold"]
+    first = candidates.path == 0
+    for question in np.unique(candidates.question[first]):
+        index = np.where(first & (candidates.question == question))[0]
+        scores = model.for_question(candidates.asked[question].question).predict(candidates.rows[index])
+        order = np.argsort(-scores, kind="stable")[:k]
+        asked = candidates.asked[question]
+        rows.append({"id": asked.id, "tags": {"qid": candidates.qids[question]},
+                     "gold_pages": ["gold"], "evidence": [
+                         {"doc_id": "gold" if candidates.labels[index[i]] > 0 else f"other{index[i]}",
+                          "score": float(scores[i])} for i in order]})
+    return rows
+
+
+def out_of_fold_tau(model: RelevanceModel, candidates: Candidates, budget: float = 0.005, k: int = 10) -> float | None:
+    """The largest τ keeping the expected Recall@k loss of the as-written path on new questions within
+    ``budget``, on out-of-fold scores (``model`` from ``fit_crossfitted``); None when the questions — counted
+    once with their translations — vouch for no cut."""
+    return calibrate_threshold(out_of_fold_rows(model, candidates, k), budget=budget, k=k, split=None,
+                               allow_all=True)["threshold"]
+
+
+def out_of_fold_scores(candidates: Candidates, features: Sequence[str], c: float = 1.0) -> np.ndarray:
+    """Every row's score from a model fitted on the other folds (folds by group); rows of a fold that had
+    nothing to fit on score 0."""
+    scores = np.zeros(len(candidates.rows))
+    for train, held in group_folds(candidates.row_groups(), FOLDS):
+        if candidates.labels[train].min() != candidates.labels[train].max():
+            model = fit(candidates.rows[train], candidates.labels[train], {}, c, features)
+            scores[held] = model.predict(candidates.rows[held])
+    return scores
+
+
+def reliability(scores: np.ndarray, labels: np.ndarray, bins: int = 10) -> list[tuple[int, float, float]]:
+    """(candidates, mean predicted, observed rate) per decile of prediction: is P(relevant) what it says?"""
+    if len(scores) == 0:
+        return []
+    order = np.argsort(scores, kind="stable")
+    return [(len(part), float(scores[part].mean()), float(labels[part].mean()))
+            for part in np.array_split(order, min(bins, len(order))) if len(part)]
 
 
 def cross_validate(candidates: Candidates, variants: Mapping[str, tuple[str, ...]] = VARIANTS,
                    fixed: Mapping[str, RelevanceModel] | None = None, c: float = 1.0) -> dict[str, float]:
-    """Each variant's MRR@10 on held-out dev questions (grouped folds); ``fixed`` models are scored on
-    the same folds without fitting."""
-    from sklearn.model_selection import GroupKFold
-
-    questions = np.unique(candidates.question)
-    folds = min(FOLDS, len(questions))
-    if folds < 2:
-        raise ConfigError("relevance model: cross-validation needs at least 2 dev questions")
+    """Each variant's MRR@10 on held-out dev questions (folds by group: no question has a translation on
+    the other side); ``fixed`` models are scored on the same folds without fitting."""
+    splits = group_folds(candidates.row_groups(), FOLDS)
+    if not splits:
+        raise ConfigError("relevance model: cross-validation needs dev questions of at least 2 groups (a question "
+                          "and its translations are one)")
     results: dict[str, list[float]] = {name: [] for name in [*variants, *(fixed or {})]}
-    for train, held in GroupKFold(n_splits=folds).split(candidates.rows, groups=candidates.question):
+    for train, held in splits:
         if candidates.labels[train].min() == candidates.labels[train].max():
             continue  # nothing to fit on: the fold is skipped for every model, so all see the same folds
         part = _subset(candidates, held)
@@ -106,5 +139,4 @@ def fit_selected(candidates: Candidates, meta: Mapping[str, Any], shipped: Relev
               **({"shipped_left_out": f"the shipped model was fitted on {seen} of these questions"} if seen else {})}
     if chosen == "shipped":
         return shipped, report
-    model = fit(candidates.rows, candidates.labels, {**meta, "variant": chosen, "cv": report}, c, VARIANTS[chosen])
-    return model, report
+    return fit_crossfitted(candidates, {**meta, "variant": chosen, "cv": report}, c, VARIANTS[chosen]), report

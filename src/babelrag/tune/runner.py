@@ -4,11 +4,13 @@
    dev questions to fit (``min_dev``).
 2. The relevance model: dev candidates (``training.py``), feature set chosen by grouped CV (``fitting.py``).
 3. Each option (``strategies/tuned.py``) searched on every dev question exactly as a tuned search
-   serves it, within the LLM-call budget, scored by the model fitted on the other half of dev
-   (cross-fitting); per cell the option and τ chosen with shrinkage (``choose.py``).
+   serves it, within the LLM-call budget, each question scored by the fold model that never saw it or
+   its translations (cross-fitting, ``crossfit``); per cell the option and τ chosen with shrinkage
+   (``choose.py``).
 4. Model and profile stored with the KB (its manifest) — written only at the end, so a failure
-   changes nothing — and, if asked, to a profile file.
-The test split is never read here: score it with ``eval --preset tuned --split test`` or the bench.
+   changes nothing — and, if asked, to a profile file. The profile keeps a hash of every question it
+   was tuned on: ``eval`` and the bench keep those out of their headline figures.
+The test split is never read here: score it with ``eval --preset tuned`` or the bench.
 """
 from __future__ import annotations
 
@@ -29,12 +31,12 @@ from babelrag.evaluate.runs import question_row
 from babelrag.kb import KnowledgeBase
 from babelrag.lang.languages import NAMES
 from babelrag.progress import progress
-from babelrag.relevance.model import RelevanceModel, default_model, describe, fit, model_for
+from babelrag.relevance.model import RelevanceModel, default_model, describe, model_for, question_hash
 from babelrag.retrieve.pipeline import Searcher
 from babelrag.strategies.tuned import ANY, OPTIONS, CellRule, Profile
 from babelrag.tune.choose import DevRow, choose
 from babelrag.tune.fitting import VARIANTS, fit_selected
-from babelrag.tune.training import Candidates, collect
+from babelrag.tune.training import collect
 
 Objective = Literal["mrr", "recall@10"]
 FULL_MODEL_QUESTIONS = 30  # dev questions the every-feature relevance model needs to be a candidate
@@ -107,46 +109,25 @@ def _profile(kb: KnowledgeBase, model: RelevanceModel, option: str, targets: dic
                    **rules)
 
 
-def _measure(kb: KnowledgeBase, option: str, halves: Sequence[tuple[list[GoldenQuestion], RelevanceModel]],
+def _measure(kb: KnowledgeBase, option: str, questions: Sequence[GoldenQuestion], model: RelevanceModel,
              targets: dict[str, list[str]], options: TuneOptions, scratch: Path) -> list[DevRow]:
     """Each dev question searched with ``option`` exactly as a tuned search would serve it (a profile
-    whose every cell says ``option``), scored by a relevance model that was not fitted on it."""
+    whose every cell says ``option``); the model scores each question with the fold model that was not
+    fitted on it."""
     rows = []
-    with progress(f"tune: {option}", sum(len(questions) for questions, _ in halves)) as advance:
-        for half, (questions, model) in enumerate(halves):
-            folder = scratch / f"{option}-{half}"
-            folder.mkdir()
-            write_profile(_profile(kb, model, option, targets), folder / f"{kb.name}.yaml")
-            config = preset_config("tuned", {"profile": str(folder), **({"k": options.max_docs} if options.max_docs else {}),
-                                             **({"llm": options.llm} if options.llm else {})})
-            searcher = Searcher(kb, config)
-            for q in questions:
-                result = searcher.search(q.as_question())
-                row = question_row(q, result, result.trace, 0.0)
-                rows.append(DevRow(q.id, q.country, q.lang, row[options.objective], row["llm_calls"], row))
-                advance(1)
+    folder = scratch / option
+    folder.mkdir()
+    write_profile(_profile(kb, model, option, targets), folder / f"{kb.name}.yaml")
+    config = preset_config("tuned", {"profile": str(folder), **({"k": options.max_docs} if options.max_docs else {}),
+                                     **({"llm": options.llm} if options.llm else {})})
+    searcher = Searcher(kb, config)
+    with progress(f"tune: {option}", len(questions)) as advance:
+        for q in questions:
+            result = searcher.search(q.as_question())
+            row = question_row(q, result, result.trace, 0.0)
+            rows.append(DevRow(q.id, q.country, q.lang, row[options.objective], row["llm_calls"], row))
+            advance(1)
     return rows
-
-
-def _halves(dev: Sequence[GoldenQuestion], candidates: Candidates, model: RelevanceModel, variant: str,
-            ) -> list[tuple[list[GoldenQuestion], RelevanceModel]]:
-    """Cross-fitting: each half of the dev questions (by a hash of the question, so translations of one
-    question fall together) is measured with the chosen model fitted on the other half only — options and
-    thresholds are then chosen on scores the model never saw, as it will meet test questions."""
-    def half_of(q: GoldenQuestion) -> int:
-        return int(hashlib.sha256(q.tags.get("qid", q.id).encode()).hexdigest()[:8], 16) % 2
-
-    if variant not in VARIANTS:  # the shipped or the KB's own model: used as it is
-        return [(list(dev), model)]
-    out = []
-    for half in (0, 1):
-        others = candidates.select([q.id for q in dev if half_of(q) != half])
-        try:
-            folded = fit(others.rows, others.labels, model.meta, model.meta.get("C", 1.0), VARIANTS[variant])
-        except ConfigError:  # one half holds no relevant candidate: that half keeps the full model
-            folded = model
-        out.append(([q for q in dev if half_of(q) == half], folded))
-    return [(questions, folded) for questions, folded in out if questions]
 
 
 def tune(kb: KnowledgeBase, golden: Sequence[GoldenQuestion], options: TuneOptions = TuneOptions()) -> TuneResult:
@@ -158,7 +139,8 @@ def tune(kb: KnowledgeBase, golden: Sequence[GoldenQuestion], options: TuneOptio
                               f"{options.min_dev} (and {FULL_MODEL_QUESTIONS} to fit every feature of the relevance "
                               f"model): tag more questions split=dev")
     candidates = collect(kb, dev, preset_config("+country"), golden=dev)
-    targets = {f"{country}|{lang}": langs for (country, lang), langs in candidates.best_paths(3).items()
+    shares = (kb.manifest.get("languages") or {}).get("all") or {}
+    targets = {f"{country}|{lang}": langs for (country, lang), langs in candidates.best_paths(3, shares).items()
                if len(langs) > 1}  # one path measured says nothing about which translations to add
     if options.fit_model:
         model, fitted = fit_selected(candidates, {"name": f"{kb.name}-tuned", "embedder": kb.embedder.fingerprint(),
@@ -168,15 +150,13 @@ def tune(kb: KnowledgeBase, golden: Sequence[GoldenQuestion], options: TuneOptio
     else:
         model, fitted = model_for(kb.manifest), {"variant": "kept"}
         model.check(kb.embedder.fingerprint(), kb.name)
-    halves = _halves(dev, candidates, model, fitted["variant"])
     with tempfile.TemporaryDirectory() as scratch:
-        results = {"as_written": _measure(kb, "as_written", halves, targets, options, Path(scratch))}
+        results = {"as_written": _measure(kb, "as_written", dev, model, targets, options, Path(scratch))}
         if options.max_llm_calls > 0 and options.llm_per_cell != 0:
-            sampled = {q.id for q in sample_per_cell(dev, options.llm_per_cell)}
+            sampled = sample_per_cell(dev, options.llm_per_cell)
             for option in OPTIONS:
                 if option != "as_written":
-                    results[option] = _measure(kb, option, [([q for q in qs if q.id in sampled], m) for qs, m in halves],
-                                               targets, options, Path(scratch))
+                    results[option] = _measure(kb, option, sampled, model, targets, options, Path(scratch))
     costs = {o: sum(r.llm_calls for r in rows) / len(rows) for o, rows in results.items() if rows}
     results = {o: rows for o, rows in results.items() if rows}
     global_rule, kbs, cells = choose(results, costs, options.max_llm_calls, options.cell_min, options.prior,
@@ -192,7 +172,8 @@ def tune(kb: KnowledgeBase, golden: Sequence[GoldenQuestion], options: TuneOptio
         "options": {o: OPTIONS[o] for o in results},
         "budget": {"max_llm_calls": options.max_llm_calls, "max_docs": options.max_docs,
                    "recall_loss": options.recall_loss, "cell_min": options.cell_min, "prior": options.prior,
-                   "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S")}})
+                   "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S")},
+        "tuned_on": sorted({question_hash(q.question) for q in dev})})
     if options.store_with_kb:
         kb.manifest.update(profile=profile.model_dump(mode="json"), relevance=describe(model, ("variant",)))
         kb.collection.write_manifest(kb.manifest)

@@ -1,0 +1,111 @@
+"""The benchmark datasets, one registry entry each: what layout it measures, what shipped data it needs,
+and how it is built. ``babelrag bench`` builds every entry whose data is present (or those asked for);
+a new layout is a new entry here and its builder, never a branch in the runner.
+
+Layouts (SPEC §2's cells under every page-language situation a deployment meets):
+- ``parallel``: XQuAD country KBs (a page in the pivot, the local language or both) and the pooled KB
+  holding every language version — a same-language copy of the gold page usually exists;
+- ``unique-country``: country KBs whose pages are local-only or English-only, never both;
+- ``scattered``: every page in exactly one language, questions in every language;
+- ``mixed``: SweFAQ's Swedish FAQ beside XQuAD pages in other languages, one KB;
+- ``monolingual``: SweFAQ alone (Swedish pages, Swedish questions).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+from babelrag.bench import scattered, swefaq, xquad_cells
+from babelrag.bench.squad import SquadCorpus, load_squad_folder
+from babelrag.bench.xquad_cells import SplitBy
+from babelrag.errors import ConfigError
+
+Source = Literal["xquad", "swefaq"]
+
+
+@dataclass
+class Sources:
+    """The shipped data found under a folder, read once however many datasets use it."""
+
+    squad: Path | None
+    faq: Path | None
+    quick: bool = False
+    seed: int = 13
+    split_by: SplitBy = "article"
+
+    @classmethod
+    def locate(cls, data: Path, **options: Any) -> Sources:
+        """An XQuAD-format folder (``data`` itself or ``data/xquad-dev``) and a SweFAQ file, when present."""
+        squad = data if any(data.glob("*.*.json")) else data / "xquad-dev"
+        faq = data / "swefaq-dev" / "swefaq_dev.jsonl"
+        return cls(squad if squad.is_dir() and any(squad.glob("*.*.json")) else None,
+                   faq if faq.is_file() else None, **options)
+
+    @cached_property
+    def corpus(self) -> SquadCorpus:
+        assert self.squad is not None
+        return load_squad_folder(self.squad)
+
+    def has(self, needs: tuple[Source, ...]) -> bool:
+        return all((self.squad if need == "xquad" else self.faq) is not None for need in needs)
+
+
+Builder = Callable[[Sources, Path], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Dataset:
+    name: str
+    layout: str
+    needs: tuple[Source, ...]
+    build: Builder = field(repr=False)
+    about: str = ""
+
+
+def _cells(layout: xquad_cells.Layout) -> Builder:
+    def build(sources: Sources, out: Path) -> dict[str, Any]:
+        recipe = xquad_cells.default_recipe(sources.corpus, seed=sources.seed, quick=sources.quick, layout=layout,
+                                            split_by=sources.split_by)
+        return xquad_cells.build(recipe, out)
+    return build
+
+
+def _swefaq(sources: Sources, out: Path) -> dict[str, Any]:
+    assert sources.faq is not None
+    return swefaq.build(sources.faq, out)
+
+
+def _scattered(sources: Sources, out: Path) -> dict[str, Any]:
+    return scattered.build_scattered(sources.corpus, out, sources.quick, sources.seed, sources.split_by)
+
+
+def _mixed(sources: Sources, out: Path) -> dict[str, Any]:
+    assert sources.faq is not None
+    return scattered.build_mixed(sources.corpus, sources.faq, out, sources.quick, sources.seed, sources.split_by)
+
+
+DATASETS: dict[str, Dataset] = {d.name: d for d in (
+    Dataset("xquad-cells", "parallel", ("xquad",), _cells("parallel"),
+            "country KBs (pivot, local or both per page) and the pooled KB of every language version"),
+    Dataset("swefaq", "monolingual", ("swefaq",), _swefaq, "Swedish FAQ answers, Swedish questions"),
+    Dataset("xquad-unique", "unique-country", ("xquad",), _cells("unique-country"),
+            "country KBs whose pages are local-only or English-only, never both"),
+    Dataset("xquad-scattered", "scattered", ("xquad",), _scattered,
+            "every page in one language, questions in every language"),
+    Dataset("mixed", "mixed", ("xquad", "swefaq"), _mixed, "SweFAQ beside XQuAD pages in other languages"),
+)}
+LAYOUTS = tuple(dict.fromkeys(d.layout for d in DATASETS.values()))
+
+
+def chosen(names: list[str] | None) -> list[Dataset]:
+    """The datasets named (by dataset or layout name), or all of them."""
+    if not names:
+        return list(DATASETS.values())
+    unknown = [n for n in names if n not in DATASETS and n not in LAYOUTS]
+    if unknown:
+        raise ConfigError(f"datasets: unknown {', '.join(unknown)} (known: {', '.join(DATASETS)}; layouts: "
+                          f"{', '.join(LAYOUTS)})")
+    return [d for d in DATASETS.values() if d.name in names or d.layout in names]

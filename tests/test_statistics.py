@@ -1,0 +1,105 @@
+"""Statistics that count questions, not rows: a question and its translations are one sample for the
+bootstrap, the paired test, the conformal τ bound, cross-validation and cross-fitting."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from babelrag.evaluate.calibrate import calibrate_threshold
+from babelrag.evaluate.cells import by_cell
+from babelrag.evaluate.clusters import bootstrap_ci, cluster_key
+from babelrag.evaluate.significance import compare
+from babelrag.relevance.features import FEATURES
+from babelrag.relevance.model import RelevanceModel, crossfit, group_folds, question_hash
+
+LANGS = ("ar", "de", "en", "es", "ru", "th", "tr", "zh")
+
+
+def questions(n: int = 127, seed: int = 0) -> list[float]:
+    """One reciprocal rank per question."""
+    rng = np.random.default_rng(seed)
+    return list(rng.choice([0.0, 0.25, 0.5, 1.0], size=n, p=[0.2, 0.1, 0.2, 0.5]))
+
+
+def copies(values: list[float], langs: tuple[str, ...] = LANGS, kb: str = "pooled") -> list[dict]:
+    """Each question asked once per language: rows that share a qid and a score."""
+    return [{"id": f"{kb}:{lang}:q{i}", "kb": kb, "lang": lang, "mrr": v, "recall@10": float(v > 0),
+             "tags": {"qid": f"q{i}"}, "gold_pages": [f"page{i // 5}"]}
+            for i, v in enumerate(values) for lang in langs]
+
+
+def width(interval: list[float]) -> float:
+    return interval[1] - interval[0]
+
+
+def test_eight_copies_of_every_question_give_one_copys_interval() -> None:
+    values = questions()
+    one = by_cell(copies(values, ("en",)))["overall"]
+    eight = by_cell(copies(values))["overall"]
+    assert eight["n"] == 8 * 127 and eight["questions"] == 127 and one["questions"] == 127
+    assert abs(width(eight["mrr_ci"]) - width(one["mrr_ci"])) <= 0.2 * width(one["mrr_ci"])
+    # what rows-as-samples gave: about √8 narrower (the defect this guards against)
+    rows = [r["mrr"] for r in copies(values)]
+    assert width(list(bootstrap_ci(rows))) < 0.5 * width(one["mrr_ci"])
+    # claims about documents resample pages (5 questions share one): where a page's questions are alike,
+    # wider still
+    alike = [values[(i // 5) * 5] for i in range(len(values))]
+    by_page = by_cell(copies(alike))["overall"]
+    assert by_page["pages"] == 26 and width(by_page["mrr_ci_pages"]) > 1.5 * width(by_page["mrr_ci"])
+
+
+def test_paired_test_counts_a_question_once_however_many_languages_ask_it() -> None:
+    before = questions(60, seed=1)
+    after = [min(1.0, v + (0.25 if i % 3 == 0 else 0.0)) for i, v in enumerate(before)]
+    one = compare(copies(before, ("en",)), copies(after, ("en",)), "mrr")["overall"]
+    eight = compare(copies(before), copies(after), "mrr")["overall"]
+    assert eight["clusters"] == one["clusters"] == 60 and eight["n"] == 8 * 60
+    assert eight["delta"] == pytest.approx(one["delta"])
+    assert eight["p"] == pytest.approx(one["p"], abs=0.01)
+    # rows as independent samples would have made a modest change look certain
+    flat = [{**r, "tags": {}} for r in copies(before)], [{**r, "tags": {}} for r in copies(after)]
+    assert compare(*flat, "mrr")["overall"]["p"] < one["p"] / 5
+
+
+def test_the_conformal_bound_counts_questions() -> None:
+    rows = []
+    for i in range(25):  # gold at rank 1 (score 0.9), or for every 5th question at rank 2 (score 0.4)
+        evidence = [{"doc_id": "x", "score": 0.8}, {"doc_id": "g", "score": 0.4}] if i % 5 == 0 else \
+            [{"doc_id": "g", "score": 0.9}, {"doc_id": "x", "score": 0.3}]
+        rows += [{"id": f"{lang}:{i}", "tags": {"split": "dev", "qid": f"q{i}"}, "gold_pages": ["g"],
+                  "evidence": evidence} for lang in LANGS]
+    result = calibrate_threshold(rows, budget=0.1)
+    assert result["n"] == 25 and result["rows"] == 200
+    # τ = 0.9 loses 5 of 25 questions; (0 + 1)/26 ≤ 0.1 allows τ 0.4 (nothing lost); 200 rows would not change that
+    assert result["threshold"] == 0.4
+    assert calibrate_threshold(rows, budget=0.005)["threshold"] is None  # 25 questions vouch for no cut at 0.5 %
+    # counted as rows, 200 "questions" would have allowed a cut at 0.005 + … — the count is what is under test
+    assert "needs 199" in calibrate_threshold(rows, budget=0.005)["too_few"]
+
+
+def test_folds_never_split_a_question_from_its_translations() -> None:
+    groups = np.array([f"q{i // 24}" for i in range(24 * 30)], dtype=object)  # 30 questions × 8 langs × 3 rows
+    for train, held in group_folds(groups, 5):
+        assert not set(groups[train]) & set(groups[held])
+    rng = np.random.default_rng(0)
+    rows = rng.normal(size=(len(groups), len(FEATURES)))
+    labels = (rng.random(len(groups)) < 1 / (1 + np.exp(-rows[:, 0]))).astype(float)
+    texts = {f"q{i}": [f"question {i} in {lang}" for lang in LANGS] for i in range(30)}
+    model = crossfit(rows, labels, groups, texts, {"name": "t", "embedder": "e"})
+    assert len(model.folds) == 5
+    for group, versions in texts.items():  # every translation scored by the same fold model, one that held it out
+        folds = {model.fold_of[question_hash(t)] for t in versions}
+        assert len(folds) == 1
+    held_out = {model.fold_of[question_hash(texts["q3"][0])]}
+    assert model.for_question(texts["q3"][5]) is model.folds[held_out.pop()]
+    assert model.for_question("a new question") is model
+    again = RelevanceModel.from_dict(model.to_dict())  # fold models travel with the model
+    assert again.fold_of == model.fold_of and np.allclose(again.for_question(texts["q3"][0]).coef,
+                                                          model.for_question(texts["q3"][0]).coef)
+
+
+def test_cluster_keys() -> None:
+    assert cluster_key({"id": "AR:ar:q1", "tags": {"qid": "q1"}}) == "q1"
+    assert cluster_key({"id": "swefaq:3", "tags": {}}) == "swefaq:3"
+    assert cluster_key({"id": "x", "gold_pages": ["Title#2"]}, "page") == "Title#2"
+    assert cluster_key({"id": "x", "gold_pages": ["Title#2"]}, "article") == "Title"
