@@ -116,7 +116,7 @@ def test_a_stream_the_caller_leaves_stops_generating(store: str, citing: str) ->
 
 
 def test_an_answer_cut_by_the_deadline_says_so(store: str, citing: str) -> None:
-    from babelrag.server.openai_compat import finish_reason
+    from babelrag.server.routes.openai import finish_reason
 
     with babelrag.open_kb("pharma", store) as kb, deadline.limit(1.0):
         *pieces, answer = kb.ask_stream("Var köper jag receptfria läkemedel?", country="SE", llm=Endless.name)
