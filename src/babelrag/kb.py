@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from babelrag import deadline
 from babelrag.errors import ConfigError, IndexMismatch, KBNotFound, KBNotReady, KBUnreadable, StoreError
 from babelrag.json_store import digest
 from babelrag.models.embed import Embedder, build_embedder, embedder_from_manifest
@@ -62,6 +63,7 @@ class KnowledgeBase:
             found = {t: self._query_vectors[t] for t in texts if t in self._query_vectors}
         missing = [t for t in dict.fromkeys(texts) if t not in found]
         if missing:
+            deadline.check("embedding the question")  # one native call no deadline can stop once started
             found.update(zip(missing, self.query_embedder.embed(missing, "query")))
             with self._memo_lock:
                 self._query_vectors.update((t, found[t]) for t in missing)

@@ -21,6 +21,7 @@ from typing import Any
 
 import qdrant_edge as qe
 
+from babelrag import deadline
 from babelrag.errors import KBNotFound, KBUnreadable, StoreError
 from babelrag.store.schema import (
     DENSE,
@@ -148,6 +149,7 @@ class EdgeCollection:
 
     def query(self, arms: Sequence[ArmQuery], where: Where | None, limit: int,
               with_vectors: bool = False) -> list[list[Scored]]:
+        deadline.check("searching the index")
         flt = _filter(where)
         requests = [qe.QueryRequest(limit=limit, query=_query(arm), filter=flt, with_payload=True,
                                     with_vector=VECTORS if with_vectors or arm.with_vectors else False,

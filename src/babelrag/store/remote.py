@@ -15,6 +15,7 @@ from typing import Any
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 
+from babelrag import deadline
 from babelrag.errors import KBNotFound, KBUnreadable, StoreError
 from babelrag.store.schema import (
     DENSE,
@@ -106,6 +107,7 @@ class RemoteCollection:
 
     def query(self, arms: Sequence[ArmQuery], where: Where | None, limit: int,
               with_vectors: bool = False) -> list[list[Scored]]:
+        deadline.check("searching the index")
         flt = _filter(where)
         requests = [qm.QueryRequest(query=_query(arm), using=arm.arm, limit=limit, filter=flt, with_payload=True,
                                     with_vector=VECTORS if with_vectors or arm.with_vectors else False,
