@@ -26,6 +26,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from babelrag import __version__
+from babelrag.server.bodies import problems
 from babelrag.server.routes import answers, kbs, openai, pages, runs
 from babelrag.server.service import Service
 
@@ -59,8 +60,7 @@ class BodyLimit:
 async def _invalid(_: Request, error: RequestValidationError) -> JSONResponse:
     """Where and what, never the input: FastAPI's own handler echoes it (serialised on the event loop,
     and a lone surrogate in it turned a 422 into a 500)."""
-    return JSONResponse({"detail": [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]}
-                                    for e in error.errors()]}, 422)
+    return JSONResponse({"detail": problems(error.errors())}, 422)
 
 
 def create_app(service: Service, cors_origins: list[str] | None = None) -> FastAPI:

@@ -134,7 +134,7 @@ async def chat(request: Request, service: Service = Depends(service_of)) -> Resp
     except BabelragError as error:
         raise HTTPException(400, f"model: {public(str(error))}") from error
     except ValidationError as error:  # the preset part of the model name
-        first = problems(error)[0]
+        first = problems(error.errors(include_url=False, include_input=False))[0]
         raise HTTPException(400, f"model: {'.'.join(map(str, first['loc']))}: {first['msg']}") from error
     question = Question(body.question(), lang=body.lang, country=body.country)
     head = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "created": int(time.time()), "model": body.model}
