@@ -142,7 +142,9 @@ def test_an_index_mismatch_names_no_versions(store: str, tmp_path: Path) -> None
 
 
 def test_searches_during_a_first_ingest_are_told_not_ready(client: TestClient) -> None:
-    with client.service.writing("arriving"):  # a first ingest of 'arriving' is running
+    with client.service.writing("arriving", adding=True):  # a first ingest of 'arriving' is running
         refused = client.post("/search", json={"kb": "arriving", "question": "x"})
     assert refused.status_code == 409 and "not ready" in refused.json()["detail"]
     assert client.post("/search", json={"kb": "arriving", "question": "x"}).status_code == 404
+    with client.service.writing("arriving"):  # a delete creates nothing: the KB is simply not there
+        assert client.post("/search", json={"kb": "arriving", "question": "x"}).status_code == 404

@@ -155,9 +155,10 @@ class Service:
             kb.close()
 
     @contextmanager
-    def writing(self, kb: str | None = None) -> Iterator[None]:
+    def writing(self, kb: str | None = None, adding: bool = False) -> Iterator[None]:
         """Count a write in flight (refused once the service is stopping); with ``kb``, hold that KB's
-        write lock, and while the KB does not exist yet its searches are told "not ready" (409)."""
+        write lock. ``adding`` documents to a KB that does not exist yet creates it: meanwhile its
+        searches are told "not ready" (409) rather than "not found"."""
         with self._writes_done:
             if self.closing:
                 raise ShuttingDown("the service is shutting down; retry the write on the next one")
@@ -167,13 +168,14 @@ class Service:
                 yield
                 return
             with self.write_locks[kb]:
-                first = not self.store.exists(kb)
-                if first:
+                creating = adding and not self.store.exists(kb)
+                if creating:
                     self._creating.add(kb)
                 try:
                     yield
                 finally:
-                    self._creating.discard(kb)
+                    if creating:
+                        self._creating.discard(kb)
         finally:
             with self._writes_done:
                 self._writes -= 1

@@ -85,7 +85,7 @@ async def add_documents(kb: str, request: Request, service: Service = Depends(se
     def work() -> Response:
         rows = documents_of(raw, content_type)
         records = validate_all((RawRecord(r, "request", i) for i, r in enumerate(rows, start=1)), Defaults())
-        with service.writing(kb):
+        with service.writing(kb, adding=True):
             handle = service.kb(kb) if service.store.exists(kb) else None
             report = index_records(kb, records, service.store, IngestOptions(), kb=handle)
         return rendered({"kb": kb, "documents": report.documents, "passages": report.passages,
