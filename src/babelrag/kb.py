@@ -93,6 +93,7 @@ class KnowledgeBase:
         another handle in this process has the KB open the write is that handle's, still running, and a
         first ingest still running makes the KB ``KBNotReady``."""
         store = resolve_store(store)
+        embedder = _checked(store.manifest(name), name, store)  # before the shard loads (that holds the GIL)
         collection = store.open(name)
         try:
             unfinished = journal.pending(collection)
@@ -105,14 +106,6 @@ class KnowledgeBase:
             if unfinished is not None and collection.recovers:  # a write killed midway: put the KB back
                 _undo(collection, unfinished, name)
             manifest = collection.read_manifest()
-            manifests.check_shape(manifest, name)
-            recorded = manifest["components"].get("embedder")  # everything else is checked before the
-            current = manifests.components(recorded, manifests.engine_of(store.location))  # embedder is built
-            if found := manifests.differences(manifest, current):
-                raise IndexMismatch(name, found)
-            embedder = _manifest_embedder(manifest, name)
-            if found := manifests.differences(manifest, {"embedder": embedder.fingerprint()}):
-                raise IndexMismatch(name, found)
         except BaseException:
             collection.close()
             raise
@@ -184,13 +177,21 @@ def _undo(collection: Collection, unfinished: dict[str, Any], name: str) -> None
         raise KBUnreadable(name, f"journal: {type(error).__name__}: {error}") from error
 
 
-def _manifest_embedder(manifest: dict[str, Any], name: str) -> Embedder:
-    """The embedder a manifest names; one this installation cannot build (an unknown variant, an endpoint
-    not allowed here) makes the KB unreadable, not the request that opened it wrong."""
+def _checked(manifest: dict[str, Any], name: str, store: Store) -> Embedder:
+    """The embedder a KB's manifest names, once the manifest has the shape babelrag writes and names this
+    install's components (``KBUnreadable``, ``IndexMismatch``); one this installation cannot build (an
+    unknown variant, an endpoint not allowed here) makes the KB unreadable, not the request."""
+    manifests.check_shape(manifest, name)
+    recorded = manifest["components"].get("embedder")  # everything else is checked before the embedder is built
+    if found := manifests.differences(manifest, manifests.components(recorded, manifests.engine_of(store.location))):
+        raise IndexMismatch(name, found)
     try:
-        return embedder_for(manifest["embedder"]["spec"], trusted=False)
+        embedder = embedder_for(manifest["embedder"]["spec"], trusted=False)
     except (ConfigError, ValueError, KeyError, TypeError, OSError) as error:  # unreachable (StoreError) passes
         raise KBUnreadable(name, f"embedder spec: {error}") from error
+    if found := manifests.differences(manifest, {"embedder": embedder.fingerprint()}):
+        raise IndexMismatch(name, found)
+    return embedder
 
 
 def copy_kb(source: KnowledgeBase, store: Store | str, name: str | None = None, *,

@@ -67,6 +67,10 @@ class Store(Protocol):
 
     def exists(self, kb: str) -> bool: ...
 
+    def manifest(self, kb: str) -> dict[str, Any]:
+        """The KB's manifest as stored, read without opening the KB (``KBUnreadable`` if it is not JSON)."""
+        ...
+
     def create(self, kb: str, spec: CollectionSpec, manifest: dict[str, Any],
                journal: dict[str, Any] | None = None) -> Collection:
         """A new KB, its undo ``journal`` (if any) recorded before the KB can be seen."""

@@ -223,6 +223,12 @@ class EdgeStore:
     def exists(self, kb: str) -> bool:
         return (self._dir(kb) / MANIFEST).is_file()
 
+    def manifest(self, kb: str) -> dict[str, Any]:
+        directory = self._dir(kb)
+        if not self.exists(kb):
+            raise KBNotFound(kb, str(self.root), self.list())
+        return _manifest_of(directory, kb)
+
     def _lock(self, directory: Path, kb: str) -> Any:
         """The directory's lock for this process, with its pid written in (another process names it)."""
         handle = open(directory / ".lock", "a+")
@@ -283,14 +289,11 @@ class EdgeStore:
                 raise KBNotFound(kb, str(self.root), self.list())
             lock = self._lock(directory, kb)
             try:
-                manifest = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))
-                if not isinstance(manifest, dict):
-                    raise ValueError("not a JSON object")
-                loaded = _Loaded(qe.EdgeShard.load(str(directory / "shard")), lock, manifest)
-            except (ValueError, TypeError, AttributeError) as error:  # JSONDecodeError is a ValueError
+                loaded = _Loaded(qe.EdgeShard.load(str(directory / "shard")), lock, _manifest_of(directory, kb))
+            except KBUnreadable:
                 fcntl.flock(lock, fcntl.LOCK_UN)
                 lock.close()
-                raise KBUnreadable(kb, f"manifest: {error}") from error
+                raise
             except Exception as error:  # a shard the engine cannot load: say so, and let go of the lock
                 fcntl.flock(lock, fcntl.LOCK_UN)
                 lock.close()
@@ -340,6 +343,17 @@ class EdgeStore:
                 shutil.rmtree(directory)
             finally:
                 lock.close()
+
+
+def _manifest_of(directory: Path, kb: str) -> dict[str, Any]:
+    try:
+        manifest = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))
+        if not isinstance(manifest, dict):
+            raise ValueError("not a JSON object")
+        int((manifest.get("collection") or {}).get("hnsw_ef", 128))
+    except (ValueError, TypeError, AttributeError, OSError) as error:  # JSONDecodeError is a ValueError
+        raise KBUnreadable(kb, f"manifest: {error}") from error
+    return manifest
 
 
 def _config(spec: CollectionSpec) -> qe.EdgeConfig:

@@ -165,6 +165,9 @@ class RemoteStore:
     def exists(self, kb: str) -> bool:
         return self._client.collection_exists(check_store_name(kb))
 
+    def manifest(self, kb: str) -> dict[str, Any]:
+        return self.open(kb).read_manifest()  # opening a remote collection loads nothing
+
     def create(self, kb: str, spec: CollectionSpec, manifest: dict[str, Any],
                journal: dict[str, Any] | None = None) -> RemoteCollection:
         """``journal`` is in the collection's metadata from its creation on."""
