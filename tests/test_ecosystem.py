@@ -211,8 +211,8 @@ def test_an_interrupted_copy_is_never_served_and_can_be_redone(store: str, tmp_p
             with pytest.raises(KeyboardInterrupt):
                 copy_kb(source, destination, "half", batch=1)
         assert destination.list() == []  # the partial copy was dropped
-        unfinished = destination.create("half", spec_of(source.manifest), dict(source.manifest, kb="half"))
-        journal.begin(unfinished, [], [], created=True)  # a copy killed before it could drop itself
+        unfinished = destination.create("half", spec_of(source.manifest), dict(source.manifest, kb="half"),
+                                        journal.creating())  # a copy killed before it could drop itself
         unfinished.upsert(list(source.collection.points())[:1])
         unfinished.close()
         with copy_kb(source, destination, "half") as redone:  # replaces the unfinished one

@@ -80,6 +80,13 @@ def test_numbers_must_be_json_numbers_of_their_kind(client: TestClient, settings
     assert response.status_code == 422 and next(iter(settings)) in response.text
 
 
+def test_refusals_name_a_clients_own_field_names_cut_short(client: TestClient) -> None:
+    key = "K" * 500
+    status, text = raw(client, "/kbs/pharma/documents", f'[{{"id": "k", "text": "t", "metadata": {{"{key}": NaN}}}}]',
+                       WRITE)
+    assert status == 400 and "K" * 64 in text and "K" * 65 not in text
+
+
 def test_validation_errors_never_echo_the_input(client: TestClient) -> None:
     secret = "ECHO-" + "x" * 500
     response = client.post("/search", json={"kb": "pharma", "question": "", "country": secret, "junk": [secret],

@@ -43,7 +43,8 @@ class BodyRefused(HTTPException):
 
 
 def location(path: tuple[Any, ...]) -> str:
-    return ".".join(str(part) for part in path) or "body"
+    """Where in the body: field names (a client's own ones cut to 64 characters) and list positions."""
+    return ".".join(str(part)[:64] for part in path) or "body"
 
 
 def check_values(value: Any, path: tuple[Any, ...] = ()) -> None:
