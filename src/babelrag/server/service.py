@@ -33,10 +33,11 @@ class ShuttingDown(BabelragError):
 
 
 class Gate:
-    """At most ``slots`` LLM jobs run; at most ``queue`` more wait; the next one is refused. A waiting job
+    """At most ``slots`` jobs run; at most ``queue`` more wait; the next one is refused. A waiting job
     gives up when its request's deadline passes, so no slot is held for a client already gone."""
 
-    def __init__(self, slots: int, queue: int):
+    def __init__(self, slots: int, queue: int, what: str = "an LLM slot"):
+        self.what = what
         self._running = threading.BoundedSemaphore(slots)
         self._admitted = threading.BoundedSemaphore(slots + queue)
 
@@ -47,7 +48,7 @@ class Gate:
         try:
             left = deadline.remaining()
             if not self._running.acquire(timeout=max(left, 0.0) if left is not None else -1):
-                raise deadline.DeadlineExceeded("the request's deadline passed while it waited for an LLM slot")
+                raise deadline.DeadlineExceeded(f"the request's deadline passed while it waited for {self.what}")
             try:
                 yield
             finally:
@@ -91,7 +92,7 @@ class Service:
         self.runs, self.api_keys, self.llm, self.timeout, self.max_body = runs, api_keys, llm, timeout, max_body
         self.defaults, self.read_keys, self.allowed_hosts = defaults or {}, read_keys, allowed_hosts
         self.gate = Gate(llm_slots, llm_queue)
-        self.long_questions = Gate(1, LONG_QUESTIONS_WAITING)
+        self.long_questions = Gate(1, LONG_QUESTIONS_WAITING, "the long-question slot")
         self.rate = RateLimit(rate_limit)
         self._kbs: dict[str, KnowledgeBase] = {}
         self._open_lock = threading.Lock()
