@@ -116,7 +116,7 @@ def test_a_stream_the_caller_leaves_stops_generating(store: str, citing: str) ->
 
 
 def test_an_answer_cut_by_the_deadline_says_so(store: str, citing: str) -> None:
-    from babelrag.server.openai_compat import finish_reason
+    from babelrag.server.routes.openai import finish_reason
 
     with babelrag.open_kb("pharma", store) as kb, deadline.limit(1.0):
         *pieces, answer = kb.ask_stream("Var köper jag receptfria läkemedel?", country="SE", llm=Endless.name)
@@ -211,8 +211,8 @@ def test_an_interrupted_copy_is_never_served_and_can_be_redone(store: str, tmp_p
             with pytest.raises(KeyboardInterrupt):
                 copy_kb(source, destination, "half", batch=1)
         assert destination.list() == []  # the partial copy was dropped
-        unfinished = destination.create("half", spec_of(source.manifest), dict(source.manifest, kb="half"))
-        journal.begin(unfinished, [], [], created=True)  # a copy killed before it could drop itself
+        unfinished = destination.create("half", spec_of(source.manifest), dict(source.manifest, kb="half"),
+                                        journal.creating())  # a copy killed before it could drop itself
         unfinished.upsert(list(source.collection.points())[:1])
         unfinished.close()
         with copy_kb(source, destination, "half") as redone:  # replaces the unfinished one

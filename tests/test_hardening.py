@@ -19,7 +19,8 @@ from babelrag.ingest.readers import read_source
 from babelrag.kb import KnowledgeBase
 from babelrag.models.llm import Completion
 from babelrag.models.registry import register_llm
-from babelrag.server.app import create_app, public
+from babelrag.server.app import create_app
+from babelrag.server.streaming import public
 from babelrag.server.service import Service
 
 KEY = "hardening-key-0123456789"
@@ -70,7 +71,7 @@ def test_costly_answers_are_capped_and_unknown_countries_are_not_errors(store: s
         assert too_many.status_code == 400 and "generate_k: at most 3 with context dkm" in too_many.json()["detail"]
         # was a 500: no KB language for an unknown country meant zero paths in a thread pool of size 0
         unknown = client.post("/search", json={"kb": "pharma", "question": "Wer gewann?", "preset": "chat",
-                                               "country": "ZZ"})
+                                               "country": "FI"})
         assert unknown.status_code == 200 and unknown.json()["warnings"] and idle.calls == 0
     register_llm(idle.name, None)
 

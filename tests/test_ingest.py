@@ -103,10 +103,3 @@ def test_manifest_mismatch_is_refused_naming_the_field(tmp_path: Path) -> None:
 def test_missing_kb_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(KBNotFound, match="knowledge base 'nope' not found"):
         KnowledgeBase.open("nope", str(tmp_path / "store"))
-
-
-def test_second_opener_is_told_the_kb_is_busy(xquad_store: str) -> None:
-    from babelrag.errors import StoreError
-    with KnowledgeBase.open("xq", xquad_store):
-        with pytest.raises(StoreError, match="open in another process"):
-            KnowledgeBase.open("xq", xquad_store)

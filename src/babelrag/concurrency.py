@@ -31,6 +31,7 @@ def in_order(work: Callable[[Item], Result], items: Iterable[Item], concurrency:
 
     def bounded(item: Item) -> Result:
         with deadline.limit(budget):
+            deadline.check("the next item")  # queued work whose deadline passed never starts
             return work(item)
 
     futures = [pool.submit(contextvars.copy_context().run, bounded, item) for item in items]

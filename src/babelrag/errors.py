@@ -33,7 +33,7 @@ class IndexMismatch(BabelragError):
     """The index was built with other versions or models than this install would query it with."""
 
     def __init__(self, kb: str, differences: list[tuple[str, object, object]]):
-        self.differences = differences
+        self.kb, self.differences = kb, differences
         lines = "\n".join(f"  - {name}: index has {built!r}, this install has {now!r}"
                           for name, built, now in differences)
         super().__init__(f"knowledge base '{kb}' was built with different components:\n{lines}\n"
@@ -43,3 +43,34 @@ class IndexMismatch(BabelragError):
 
 class ConfigError(BabelragError):
     """An invalid or contradictory configuration (a field name is always in the message)."""
+
+
+class KBNotReady(BabelragError):
+    """The KB's first write is still running: it exists only once that write is complete."""
+
+    def __init__(self, kb: str):
+        self.kb = kb
+        super().__init__(f"knowledge base '{kb}' is not ready: its first ingest is still running; retry shortly")
+
+
+class Unreadable(BabelragError):
+    """A file babelrag wrote is damaged or foreign; ``public`` says so without its contents or paths."""
+
+    def __init__(self, what: str, problem: str):
+        self.public = f"{what} is unreadable ({problem.split(':')[0]})"
+        super().__init__(f"{what} is unreadable: {problem}")
+
+
+class KBUnreadable(Unreadable):
+    """A KB's manifest, journal, profile or embedder spec is damaged: that KB cannot be opened (the others can)."""
+
+    def __init__(self, kb: str, problem: str):
+        self.kb = kb
+        super().__init__(f"knowledge base '{kb}'", problem)
+
+
+class RunUnreadable(Unreadable):
+    """A run folder's files are damaged or not a run's."""
+
+    def __init__(self, run: str, problem: str):
+        super().__init__(f"run '{run}'", problem)

@@ -1,19 +1,24 @@
 """A knowledge base: a store collection plus the manifest and embedder that built it.
 
-Opening checks the manifest against this install (refusing a mismatch) and rebuilds the
-embedder from the manifest's spec, so a query can never be embedded by another model.
+Opening checks the manifest's shape and its versions against this install (refusing a damaged one as
+``KBUnreadable``, a mismatch as ``IndexMismatch``) and rebuilds the embedder from the manifest's spec,
+so a query can never be embedded by another model. Any number of ``KnowledgeBase`` objects may be open
+on one KB in a process (the store shares one loaded shard and one manifest between them); writes
+through any of them take turns (``collection.writing``).
 """
 from __future__ import annotations
 
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
 import numpy as np
 
-from babelrag.errors import IndexMismatch, KBNotFound, StoreError
+from babelrag import deadline
+from babelrag.errors import ConfigError, IndexMismatch, KBNotFound, KBNotReady, KBUnreadable, StoreError
 from babelrag.json_store import digest
 from babelrag.models.embed import Embedder, build_embedder, embedder_from_manifest
 from babelrag.models.embed_cache import CachedEmbedder
@@ -58,6 +63,7 @@ class KnowledgeBase:
             found = {t: self._query_vectors[t] for t in texts if t in self._query_vectors}
         missing = [t for t in dict.fromkeys(texts) if t not in found]
         if missing:
+            deadline.check("embedding the question")  # one native call no deadline can stop once started
             found.update(zip(missing, self.query_embedder.embed(missing, "query")))
             with self._memo_lock:
                 self._query_vectors.update((t, found[t]) for t in missing)
@@ -83,38 +89,38 @@ class KnowledgeBase:
 
     @classmethod
     def open(cls, name: str, store: Store | str | None = None, *, cached_queries: bool = True) -> KnowledgeBase:
+        """The KB ``name``. An unfinished write found in it is rolled back — when it is a dead process's: while
+        another handle in this process has the KB open the write is that handle's, still running, and a
+        first ingest still running makes the KB ``KBNotReady``."""
         store = resolve_store(store)
+        embedder = _checked(store.manifest(name), name, store)  # before the shard loads (that holds the GIL)
         collection = store.open(name)
-        unfinished = journal.pending(collection)
-        if unfinished is not None and unfinished.get("created"):  # its first ingest never finished
-            collection.close()
-            store.drop(name)
-            raise KBNotFound(name, store.location, store.list())
         try:
-            if unfinished is not None:  # a write killed midway: put the KB back as it was before it
-                journal.undo(collection, unfinished)
+            unfinished = journal.pending(collection)
+            if unfinished is not None and unfinished.get("created"):
+                if not collection.recovers:
+                    raise KBNotReady(name)
+                collection.close()  # its first ingest never finished: never served, dropped
+                store.drop(name)
+                raise KBNotFound(name, store.location, store.list())
+            if unfinished is not None and collection.recovers:  # a write killed midway: put the KB back
+                _undo(collection, unfinished, name)
             manifest = collection.read_manifest()
-            recorded = manifest.get("components", {}).get("embedder")  # everything else is checked before the
-            current = manifests.components(recorded, manifests.engine_of(store.location))  # embedder is built
-            if found := manifests.differences(manifest, current):
-                raise IndexMismatch(name, found)
-            embedder = embedder_for(manifest["embedder"]["spec"], trusted=False)
-            if found := manifests.differences(manifest, {"embedder": embedder.fingerprint()}):
-                raise IndexMismatch(name, found)
         except BaseException:
             collection.close()
             raise
         query_embedder = embedder if cached_queries else getattr(embedder, "inner", embedder)
         kb = cls(name, store, collection, manifest, embedder, query_embedder)
-        if unfinished is not None:
+        if unfinished is not None and collection.recovers:
             kb.refresh_manifest()
         return kb
 
     @classmethod
     def create(cls, name: str, store: Store | str | None, embedder: Embedder, *, bm25: dict[str, float],
-               chunking: dict[str, Any], detect_languages: list[str],
-               spec: CollectionSpec | None = None) -> KnowledgeBase:
-        """``bm25`` fixes the KB's term weighting (k1, b, avgdl) for its lifetime."""
+               chunking: dict[str, Any], detect_languages: list[str], spec: CollectionSpec | None = None,
+               undo: dict[str, Any] | None = None) -> KnowledgeBase:
+        """``bm25`` fixes the KB's term weighting (k1, b, avgdl) for its lifetime; ``undo``: the creating
+        write's journal, in place before anyone can open the KB (``journal.creating``)."""
         store = resolve_store(store)
         spec = spec or CollectionSpec(dim=embedder.dim)
         manifest = manifests.new_manifest(
@@ -124,7 +130,7 @@ class KnowledgeBase:
                         "full_scan_threshold_kb": spec.full_scan_threshold_kb, "hnsw_ef": spec.hnsw_ef},
             bm25=bm25, chunking=chunking, detect_languages=detect_languages)
         manifest["relevance"] = describe(default_model())  # `rerank: learned` until `babelrag tune` fits its own
-        return cls(name, store, store.create(name, spec, manifest), manifest, embedder)
+        return cls(name, store, store.create(name, spec, manifest, undo), manifest, embedder)
 
     def refresh_manifest(self, **updates: Any) -> None:
         """Recount passages, documents and the language mix per country and scope (the KB-language sets)."""
@@ -138,6 +144,22 @@ class KnowledgeBase:
                              languages=languages, updated_at=manifests.now())
         collection.write_manifest(self.manifest)
 
+    def delete(self, ids: Sequence[str] = (), doc_ids: Sequence[str] = (), everything: bool = False) -> int:
+        """Remove records by id (every chunk of each), pages by ``doc_id`` (every language version and chunk),
+        or ``everything`` (the KB stays, empty); returns the passages removed. The manifest is recounted."""
+        conditions = [Where(must=(Match(key, tuple(values[start:start + 256])),))
+                      for key, values in (("record_id", list(ids)), ("doc_id", list(doc_ids)))
+                      for start in range(0, len(values), 256)]
+        if everything:
+            conditions = [Where()]
+        if not conditions:
+            raise ConfigError("delete: give record ids, doc ids, or everything=True")
+        with self.collection.writing():
+            removed = sum(self.collection.delete(where) for where in conditions)
+            if removed:
+                self.refresh_manifest()
+        return removed
+
     def close(self) -> None:
         self.collection.close()
 
@@ -146,6 +168,30 @@ class KnowledgeBase:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _undo(collection: Collection, unfinished: dict[str, Any], name: str) -> None:
+    try:
+        journal.undo(collection, unfinished)
+    except (KeyError, TypeError, ValueError) as error:  # a journal that parsed but holds garbage
+        raise KBUnreadable(name, f"journal: {type(error).__name__}: {error}") from error
+
+
+def _checked(manifest: dict[str, Any], name: str, store: Store) -> Embedder:
+    """The embedder a KB's manifest names, once the manifest has the shape babelrag writes and names this
+    install's components (``KBUnreadable``, ``IndexMismatch``); one this installation cannot build (an
+    unknown variant, an endpoint not allowed here) makes the KB unreadable, not the request."""
+    manifests.check_shape(manifest, name)
+    recorded = manifest["components"].get("embedder")  # everything else is checked before the embedder is built
+    if found := manifests.differences(manifest, manifests.components(recorded, manifests.engine_of(store.location))):
+        raise IndexMismatch(name, found)
+    try:
+        embedder = embedder_for(manifest["embedder"]["spec"], trusted=False)
+    except (ConfigError, ValueError, KeyError, TypeError, OSError) as error:  # unreachable (StoreError) passes
+        raise KBUnreadable(name, f"embedder spec: {error}") from error
+    if found := manifests.differences(manifest, {"embedder": embedder.fingerprint()}):
+        raise IndexMismatch(name, found)
+    return embedder
 
 
 def copy_kb(source: KnowledgeBase, store: Store | str, name: str | None = None, *,
@@ -159,9 +205,8 @@ def copy_kb(source: KnowledgeBase, store: Store | str, name: str | None = None, 
         _drop_unfinished(store, name)
     manifest = dict(source.manifest, kb=name,
                     components=dict(source.manifest["components"], engine=manifests.engine_of(store.location)))
-    collection = store.create(name, spec_of(manifest), manifest)  # refuses a KB that exists by now
+    collection = store.create(name, spec_of(manifest), manifest, journal.creating())  # refuses one that exists by now
     try:
-        journal.begin(collection, [], [], created=True)
         copied = 0
         for page in pages(source.collection.points(), batch):
             collection.upsert(page)
@@ -183,10 +228,13 @@ def _drop_unfinished(store: Store, name: str) -> None:
     collection = store.open(name)
     try:
         unfinished = journal.pending(collection)
+        running = not collection.recovers  # another handle here has it open: its copy or first ingest runs
     finally:
         collection.close()
     if unfinished is None or not unfinished.get("created"):
         raise FileExistsError(f"{name!r} already exists in {store.location}; drop it first or pick another name")
+    if running:
+        raise KBNotReady(name)
     store.drop(name)  # a copy (or first ingest) that never finished: never served, safe to replace
 
 

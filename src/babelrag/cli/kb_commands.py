@@ -107,21 +107,16 @@ def delete(
 ) -> None:
     """Delete documents from a knowledge base, or the whole knowledge base with --all."""
     from babelrag.kb import KnowledgeBase, resolve_store
-    from babelrag.store.schema import Match, Where
+    from babelrag.store.schema import check_kb_name
 
     if drop:
-        resolve_store(store).drop(kb)
+        resolve_store(store).drop(check_kb_name(kb))
         err.print(f"[green]deleted[/] knowledge base '{kb}'")
         return
     if not ids and not doc:
         raise BabelragError("delete: give record ids, --doc DOC_ID, or --all")
     with KnowledgeBase.open(kb, store) as handle:
-        removed = 0
-        if ids:
-            removed += handle.collection.delete(Where(must=(Match("record_id", tuple(ids)),)))
-        if doc:
-            removed += handle.collection.delete(Where(must=(Match("doc_id", tuple(doc)),)))
-        handle.refresh_manifest()
+        removed = handle.delete(ids=ids or (), doc_ids=doc or ())
     err.print(f"[green]deleted[/] {removed} passages from '{kb}'")
 
 
@@ -147,11 +142,14 @@ def kbs(store: StoreOpt = None, as_json: Annotated[bool, typer.Option("--json")]
     resolved = resolve_store(store)
     rows = []
     for name in resolved.list():
-        with KnowledgeBase.open(name, resolved) as handle:
-            m = handle.manifest
-            rows.append({"kb": name, "passages": m["passages"], "documents": m["documents"],
-                         "languages": m["languages"].get("all", {}),
-                         "countries": sorted(m["languages"].get("countries", {}))})
+        try:
+            with KnowledgeBase.open(name, resolved) as handle:
+                m = handle.manifest
+                rows.append({"kb": name, "passages": m["passages"], "documents": m["documents"],
+                             "languages": m["languages"].get("all", {}),
+                             "countries": sorted(m["languages"].get("countries", {}))})
+        except BabelragError as error:  # one broken KB does not hide the others
+            rows.append({"kb": name, "warning": f"unreadable: {error}"})
     if as_json:
         out.print_json(json.dumps(rows, ensure_ascii=False))
         return
@@ -159,6 +157,9 @@ def kbs(store: StoreOpt = None, as_json: Annotated[bool, typer.Option("--json")]
     for column in ("kb", "passages", "documents", "languages", "countries"):
         table.add_column(column)
     for row in rows:
+        if "warning" in row:
+            table.add_row(row["kb"], f"[yellow]{escape(row['warning'])}[/]", "", "", "")
+            continue
         table.add_row(row["kb"], str(row["passages"]), str(row["documents"]),
                       ", ".join(f"{k}:{v}" for k, v in sorted(row["languages"].items())), ", ".join(row["countries"]))
     out.print(table)

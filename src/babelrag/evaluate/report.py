@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from babelrag.errors import ConfigError
+from babelrag.errors import ConfigError, RunUnreadable
 from babelrag.evaluate.report_layouts import layout_figure, layout_lines
 from babelrag.evaluate.runs import RunResult, in_split, load_run
 from babelrag.evaluate.significance import compare, correct
@@ -74,13 +74,16 @@ def load_summary(folders: list[Path]) -> dict[str, Any]:
         metrics_file = folder / "metrics.json"
         if not metrics_file.exists():
             raise ConfigError(f"{folder}: no metrics.json (not a run folder)")
-        metrics = json.loads(metrics_file.read_text(encoding="utf-8"))
-        if "runs" in metrics:
-            results.extend(load_run(folder / sub) for sub in metrics["runs"].values())
-            extra = {k: metrics[k] for k in ("calibration", "data", "ladder", "seconds") if k in metrics}
-            baselines.update(metrics.get("baselines") or {})
-        else:
-            results.append(load_run(folder))
+        try:  # a damaged or foreign run file is that run's refusal, not a crash of whoever reads it
+            metrics = json.loads(metrics_file.read_text(encoding="utf-8"))
+            if "runs" in metrics:
+                results.extend(load_run(folder / sub) for sub in metrics["runs"].values())
+                extra = {k: metrics[k] for k in ("calibration", "data", "ladder", "seconds") if k in metrics}
+                baselines.update(metrics.get("baselines") or {})
+            else:
+                results.append(load_run(folder))
+        except (ValueError, KeyError, TypeError, AttributeError) as error:  # JSONDecodeError is a ValueError
+            raise RunUnreadable(folder.name, f"run files: {type(error).__name__}: {error}") from error
     names = [r.name for r in results]
     if len(set(names)) != len(names):
         results = [RunResult(f"{r.name} ({r.folder.name})", r.folder, r.rows, r.metrics) for r in results]

@@ -25,7 +25,7 @@ from babelrag.progress import progress
 from babelrag.retrieve import bm25
 from babelrag.store import journal
 from babelrag.store.base import Store
-from babelrag.store.schema import Match, StoredPoint, Where, point_id
+from babelrag.store.schema import Match, StoredPoint, Where, check_kb_name, point_id, staging_name
 from babelrag.types import Passage
 
 
@@ -84,23 +84,30 @@ def index_records(kb_name: str, records: Sequence[Located], store: Store | str |
                   options: IngestOptions = IngestOptions(), kb: KnowledgeBase | None = None) -> IngestReport:
     """Index validated records, all or nothing: a failure anywhere (a batch, the deadline, the process
     signalled) leaves the KB as it was — a new KB is dropped, an existing one gets its replaced points
-    back — and ``rebuild`` builds the new KB aside, replacing the old one only once it is complete.
-    ``kb``: an already-open KB (a service owns its shards), left open."""
+    back — and ``rebuild`` builds the new KB aside, under a name no user can give a KB, replacing the old
+    one only once it is complete. ``kb``: an already-open KB (a service owns its shards), left open.
+    Writes to one KB take turns, whichever handle they come through."""
+    check_kb_name(kb_name)
     started = time.perf_counter()
-    owned = kb is None
     store = kb.store if kb is not None else resolve_store(store)
-    if owned and options.rebuild and store.exists(kb_name):
-        staged = f"{kb_name[:50]}.rebuild"
+    if kb is None and options.rebuild and store.exists(kb_name):
+        staged = staging_name(kb_name, "rebuild")
         if store.exists(staged):
             store.drop(staged)  # leftovers of a rebuild that failed
         try:
-            report = index_records(staged, records, store, replace(options, rebuild=False))
+            report = _index(staged, records, store, replace(options, rebuild=False), None)
         except BaseException:
             if store.exists(staged):
                 store.drop(staged)
             raise
         store.replace(kb_name, staged)
         return replace(report, kb=kb_name, seconds=time.perf_counter() - started)
+    return replace(_index(kb_name, records, store, options, kb), seconds=time.perf_counter() - started)
+
+
+def _index(kb_name: str, records: Sequence[Located], store: Store, options: IngestOptions,
+           kb: KnowledgeBase | None) -> IngestReport:
+    owned = kb is None
     created = False
     if owned and store.exists(kb_name):
         kb = KnowledgeBase.open(kb_name, store)
@@ -111,41 +118,55 @@ def index_records(kb_name: str, records: Sequence[Located], store: Store | str |
         counter = getattr(embedder, "token_count", None)
         count = (lambda text: counter(text) or approximate_tokens(text)) if counter else approximate_tokens
         passages, detected, chunked = _passages(records, detect_languages, chunking["budget_tokens"], count)
-        _refuse_collisions(passages, kb)
         terms = [analysis.tokens(p.text, p.lang) for p in passages]
+        record_ids = list(dict.fromkeys(r.document.id for r in records))
         if kb is None:
+            _refuse_collisions(passages, None)
             if isinstance(options.embedder, dict) and options.embedder.get("base_url"):
                 allow_endpoint(str(options.embedder["base_url"]))  # the operator chose it: reopening may call it
             avgdl = sum(map(len, terms)) / max(len(terms), 1)
             chunking = dict(chunking, counter="embedder" if counter else "approximate")
             kb = KnowledgeBase.create(kb_name, store, embedder, bm25={"k1": bm25.K1, "b": bm25.B, "avgdl": avgdl},
-                                      chunking=chunking, detect_languages=detect_languages)
+                                      chunking=chunking, detect_languages=detect_languages,
+                                      undo=journal.creating(record_ids))  # survives a kill: dropped at open
             created = True
-        record_ids = list(dict.fromkeys(r.document.id for r in records))
-        before = [] if created else [p for start in range(0, len(record_ids), 256) for p in kb.collection.points(
-            Where(must=(Match("record_id", tuple(record_ids[start:start + 256])),)))]  # what a failure puts back
-        undo = journal.begin(kb.collection, record_ids, before, created)  # survives a kill: undone at open
-        try:
-            embed_seconds = _write(kb, passages, terms, options.batch_size)
-            _delete_stale_chunks(kb, records, passages)
-        except BaseException:
-            if created:  # a first ingest that failed leaves no half KB behind
-                kb.close()
-                store.drop(kb_name)
-                kb = None
-                raise
-            journal.undo(kb.collection, undo)
-            kb.refresh_manifest()
-            raise
-        journal.end(kb.collection)
-        kb.refresh_manifest()
-        kb.collection.optimize()
+        with kb.collection.writing():
+            embed_seconds = _write_all(kb, records, passages, terms, record_ids, created, options.batch_size)
         languages = dict(kb.manifest["languages"]["all"])
+    except BaseException:
+        if created:  # a first ingest that failed leaves no half KB behind
+            kb.close()
+            kb = None
+            store.drop(kb_name)
+        raise
     finally:
         if owned and kb is not None:
             kb.close()
-    return IngestReport(kb_name, len(records), len(passages), chunked, detected,
-                        time.perf_counter() - started, embed_seconds, languages)
+    return IngestReport(kb_name, len(records), len(passages), chunked, detected, 0.0, embed_seconds, languages)
+
+
+def _write_all(kb: KnowledgeBase, records: Sequence[Located], passages: list[Passage], terms: list[list[str]],
+               record_ids: list[str], created: bool, batch_size: int) -> float:
+    """The write itself, under its undo journal (held in ``kb.collection.writing()``)."""
+    if created:
+        undo = journal.creating(record_ids)
+    else:
+        _refuse_collisions(passages, kb)
+        before = [p for start in range(0, len(record_ids), 256) for p in kb.collection.points(
+            Where(must=(Match("record_id", tuple(record_ids[start:start + 256])),)))]  # what a failure puts back
+        undo = journal.begin(kb.collection, record_ids, before)  # survives a kill: undone at open
+    try:
+        embed_seconds = _write(kb, passages, terms, batch_size)
+        _delete_stale_chunks(kb, records, passages)
+    except BaseException:
+        if not created:
+            journal.undo(kb.collection, undo)
+            kb.refresh_manifest()
+        raise
+    journal.end(kb.collection)
+    kb.refresh_manifest()
+    kb.collection.optimize()
+    return embed_seconds
 
 
 def _refuse_collisions(passages: Sequence[Passage], kb: KnowledgeBase | None) -> None:

@@ -53,7 +53,7 @@ class BabelragRetriever:
                                        meta=hit_metadata(h)) for h in result.evidence.hits]}
 
     def close(self) -> None:
-        """Release the KB (an embedded store has one owner per process)."""
+        """Release the KB (its shard closes with the process's last handle)."""
         with self._lock:
             if self._handle is not None:
                 self._handle.close()

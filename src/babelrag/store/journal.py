@@ -12,13 +12,19 @@ from typing import Any
 
 import numpy as np
 
+from babelrag.errors import KBUnreadable
 from babelrag.store.base import Collection
 from babelrag.store.schema import Match, SparseTerms, StoredPoint, Where, passage_of, payload_of
 
 
-def begin(collection: Collection, record_ids: Sequence[str], before: Sequence[StoredPoint],
-          created: bool) -> dict[str, Any]:
-    journal = {"record_ids": list(record_ids), "created": created, "before": [
+def creating(record_ids: Sequence[str] = ()) -> dict[str, Any]:
+    """The journal of a write that creates its KB (handed to ``Store.create``): undone, the KB goes."""
+    return {"record_ids": list(record_ids), "created": True, "before": []}
+
+
+def begin(collection: Collection, record_ids: Sequence[str], before: Sequence[StoredPoint]) -> dict[str, Any]:
+    """Record what a write into an existing KB replaces, before it writes."""
+    journal = {"record_ids": list(record_ids), "created": False, "before": [
         {"payload": payload_of(p.passage), "dense": [float(x) for x in p.dense], "indices": list(p.sparse.indices),
          "values": list(p.sparse.values)} for p in before]}
     collection.write_journal(journal)
@@ -42,4 +48,12 @@ def undo(collection: Collection, journal: dict[str, Any]) -> None:
 
 
 def pending(collection: Collection) -> dict[str, Any] | None:
-    return collection.read_journal()
+    """The unfinished write's journal, or None; a damaged journal is ``KBUnreadable`` (its KB alone)."""
+    try:
+        journal = collection.read_journal()
+        if journal is not None and not (isinstance(journal, dict) and isinstance(journal.get("record_ids"), list)
+                                        and isinstance(journal.get("before"), list)):
+            raise ValueError("not an undo journal")
+    except (ValueError, TypeError, OSError) as error:  # JSONDecodeError is a ValueError
+        raise KBUnreadable(collection.name, f"journal: {error}") from error
+    return journal

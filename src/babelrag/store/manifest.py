@@ -9,7 +9,10 @@ from datetime import UTC, datetime
 from importlib.metadata import version
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, ValidationError
+
 from babelrag import __version__
+from babelrag.errors import KBUnreadable
 from babelrag.lang import analysis
 
 FORMAT = 1
@@ -45,6 +48,51 @@ def new_manifest(kb: str, *, embedder_spec: dict[str, Any], embedder_fingerprint
             "embedder": {"spec": embedder_spec, "dim": dim}, "collection": collection, "bm25": bm25,
             "chunking": chunking, "detect_languages": detect_languages,
             "passages": 0, "documents": 0, "languages": {}, "language_overrides": {}}
+
+
+class _Embedder(BaseModel):
+    spec: dict[str, Any]
+    dim: int
+
+
+class _Chunking(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    budget_tokens: int
+
+
+class _Bm25(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    avgdl: float
+
+
+class _Shape(BaseModel):
+    """What the code reads from a manifest, typed: a damaged one is refused at the door, naming the
+    field, instead of failing as a KeyError or AttributeError in whichever request reads it first."""
+
+    model_config = ConfigDict(extra="allow")
+
+    components: dict[str, str]
+    embedder: _Embedder
+    bm25: _Bm25
+    chunking: _Chunking
+    detect_languages: list[str]
+    passages: int
+    documents: int
+    languages: dict[str, Any]
+    collection: dict[str, int] = {}
+    language_overrides: dict[str, Any] = {}
+    profile: dict[str, Any] | None = None
+
+
+def check_shape(manifest: dict[str, Any], kb: str) -> None:
+    """``KBUnreadable`` (naming the first bad field) unless the manifest has the shape babelrag writes."""
+    try:
+        _Shape.model_validate(manifest)
+    except ValidationError as error:
+        first = error.errors(include_input=False, include_url=False)[0]
+        raise KBUnreadable(kb, f"manifest: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
 
 
 def differences(manifest: dict[str, Any], current: dict[str, str]) -> list[tuple[str, object, object]]:

@@ -6,13 +6,17 @@ The manifest lives in the collection's metadata, so the index and its provenance
 from __future__ import annotations
 
 import os
+import threading
+from collections import defaultdict
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 
-from babelrag.errors import KBNotFound, StoreError
+from babelrag import deadline
+from babelrag.errors import KBNotFound, KBUnreadable, StoreError
 from babelrag.store.schema import (
     DENSE,
     INTEGER_FIELDS,
@@ -25,7 +29,8 @@ from babelrag.store.schema import (
     Scored,
     StoredPoint,
     Where,
-    check_kb_name,
+    check_store_name,
+    is_staging_name,
     pages,
     payload_of,
     point_id,
@@ -38,6 +43,7 @@ from babelrag.types import Passage
 
 MANIFEST_KEY = "babelrag_manifest"
 JOURNAL_KEY = "babelrag_journal"
+_writes: defaultdict[tuple[str, str], threading.RLock] = defaultdict(threading.RLock)  # per (server, collection)
 
 
 def _match(condition: Match) -> qm.FieldCondition:
@@ -61,8 +67,17 @@ def _query(arm: ArmQuery) -> Any:
 
 
 class RemoteCollection:
-    def __init__(self, name: str, client: QdrantClient, hnsw_ef: int):
-        self.name, self._client, self._hnsw_ef = name, client, hnsw_ef
+    """``recovers``: a server is shared by processes that cannot see each other, so an unfinished write
+    found at open is taken for a dead one's (as before per-process sharing; run one writer per KB)."""
+
+    recovers = True
+
+    def __init__(self, name: str, client: QdrantClient, hnsw_ef: int, location: str = ""):
+        self.name, self._client, self._hnsw_ef, self._location = name, client, hnsw_ef, location
+
+    def writing(self) -> AbstractContextManager[Any]:
+        """Held for a whole write: one write at a time per KB in this process."""
+        return _writes[(self._location, self.name)]
 
     def read_manifest(self) -> dict[str, Any]:
         metadata = self._client.get_collection(self.name).config.metadata or {}
@@ -92,6 +107,7 @@ class RemoteCollection:
 
     def query(self, arms: Sequence[ArmQuery], where: Where | None, limit: int,
               with_vectors: bool = False) -> list[list[Scored]]:
+        deadline.check("searching the index")
         flt = _filter(where)
         requests = [qm.QueryRequest(query=_query(arm), using=arm.arm, limit=limit, filter=flt, with_payload=True,
                                     with_vector=VECTORS if with_vectors or arm.with_vectors else False,
@@ -143,12 +159,18 @@ class RemoteStore:
             raise StoreError(f"cannot reach Qdrant at {location}: {error}") from error
 
     def list(self) -> list[str]:
-        return sorted(c.name for c in self._client.get_collections().collections)
+        """The KBs (babelrag's own staging collections are not listed)."""
+        return sorted(c.name for c in self._client.get_collections().collections if not is_staging_name(c.name))
 
     def exists(self, kb: str) -> bool:
-        return self._client.collection_exists(check_kb_name(kb))
+        return self._client.collection_exists(check_store_name(kb))
 
-    def create(self, kb: str, spec: CollectionSpec, manifest: dict[str, Any]) -> RemoteCollection:
+    def manifest(self, kb: str) -> dict[str, Any]:
+        return self.open(kb).read_manifest()  # opening a remote collection loads nothing
+
+    def create(self, kb: str, spec: CollectionSpec, manifest: dict[str, Any],
+               journal: dict[str, Any] | None = None) -> RemoteCollection:
+        """``journal`` is in the collection's metadata from its creation on."""
         if self.exists(kb):
             raise StoreError(f"knowledge base '{kb}' already exists at {self.location}")
         self._client.create_collection(
@@ -156,23 +178,24 @@ class RemoteStore:
             sparse_vectors_config={SPARSE: qm.SparseVectorParams(modifier=qm.Modifier.IDF)},
             hnsw_config=qm.HnswConfigDiff(m=spec.hnsw_m, ef_construct=spec.hnsw_ef_construct,
                                           full_scan_threshold=spec.full_scan_threshold_kb),
-            metadata={MANIFEST_KEY: manifest})
+            metadata={MANIFEST_KEY: manifest, **({JOURNAL_KEY: journal} if journal is not None else {})})
         for field in KEYWORD_FIELDS:
             self._client.create_payload_index(kb, field, qm.PayloadSchemaType.KEYWORD, wait=True)
         for field in INTEGER_FIELDS:
             self._client.create_payload_index(kb, field, qm.PayloadSchemaType.INTEGER, wait=True)
-        return RemoteCollection(kb, self._client, spec.hnsw_ef)
+        return RemoteCollection(kb, self._client, spec.hnsw_ef, self.location)
 
     def open(self, kb: str) -> RemoteCollection:
         if not self.exists(kb):
             raise KBNotFound(kb, self.location, self.list())
-        collection = RemoteCollection(kb, self._client, 128)
+        collection = RemoteCollection(kb, self._client, 128, self.location)
         try:
             manifest = collection.read_manifest()
+            collection._hnsw_ef = int((manifest.get("collection") or {}).get("hnsw_ef", 128))
         except KeyError as error:
-            raise StoreError(f"collection '{kb}' at {self.location} was not built by babelrag "
-                             f"(no manifest in its metadata)") from error
-        collection._hnsw_ef = int(manifest.get("collection", {}).get("hnsw_ef", 128))
+            raise KBUnreadable(kb, "manifest: not built by babelrag (no manifest in its metadata)") from error
+        except (ValueError, TypeError, AttributeError) as error:
+            raise KBUnreadable(kb, f"manifest: {error}") from error
         return collection
 
     def replace(self, kb: str, staged: str) -> None:

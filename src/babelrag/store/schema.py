@@ -23,12 +23,33 @@ KEYWORD_FIELDS = ("lang", "country", "scope", "doc_id", "record_id")
 INTEGER_FIELDS = ("chunk",)
 _ID_NAMESPACE = uuid.UUID("6f1b6a2e-8c3d-4e0a-9b1e-babe1a9000aa")
 _KB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+# A KB's name starts with a letter or digit, so names starting with "_" are babelrag's own: the staging
+# areas of a rebuild (built aside, then swapped in) and the retired KB a swap sets aside. No user can
+# name a KB so, so a rebuild of "kb1" never touches a KB called "kb1.old" or "kb1.rebuild" (it did).
+STAGING_PURPOSES = ("rebuild", "retired")
+_STAGING_NAME = re.compile(rf"^_(?:{'|'.join(STAGING_PURPOSES)})\.[A-Za-z0-9][A-Za-z0-9_.-]{{0,62}}$")
 
 
 def check_kb_name(kb: str) -> str:
+    """A name a user may give a KB (refused without repeating it: it may be anything a client sent)."""
     if not isinstance(kb, str) or not _KB_NAME.fullmatch(kb):  # fullmatch: "kb\n" is not "kb"
-        raise ConfigError(f"kb: '{kb}' is not a valid name (letters, digits, '_', '-', '.'; up to 63)")
+        raise ConfigError("kb: not a valid name (a letter or digit, then letters, digits, '_', '-', '.'; "
+                          "up to 63)")
     return kb
+
+
+def staging_name(kb: str, purpose: str) -> str:
+    """The internal name where ``kb`` is staged for ``purpose`` (one of ``STAGING_PURPOSES``)."""
+    return f"_{purpose}.{check_kb_name(kb)}"
+
+
+def is_staging_name(name: str) -> bool:
+    return isinstance(name, str) and bool(_STAGING_NAME.fullmatch(name))
+
+
+def check_store_name(name: str) -> str:
+    """A name a store may hold: a KB's, or one of babelrag's staging names."""
+    return name if is_staging_name(name) else check_kb_name(name)
 
 
 @dataclass(frozen=True, slots=True)
