@@ -39,7 +39,7 @@ from babelrag.store.schema import CollectionSpec, StoredPoint  # noqa: E402
 from babelrag.types import Passage, Question  # noqa: E402
 
 MODES = {"keyword": "keyword", "vector": "vector", "hybrid (zscore)": "hybrid", "hybrid + dense-resort": "dense-resort",
-         "hybrid + learned rerank": "learned"}
+         "hybrid + learned rerank": "learned", "default (rerank: auto)": "default"}
 SYNTHETIC = "synthetic-100k"
 
 

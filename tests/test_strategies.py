@@ -34,6 +34,21 @@ def test_kb_languages_come_from_the_kb_side() -> None:
     assert kb_languages(overridden, "SE", "en") == ["sv"]
 
 
+def test_tied_kb_languages_are_ordered_by_measured_gains_not_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A KB whose languages hold equal shares (a scattered KB): after the pivot and the question's own language,
+    the languages whose translated paths found the gold best on the shipped dev questions come first."""
+    from babelrag.strategies import scope
+
+    measured = {"ar": 0.61, "de": 0.83, "th": 0.72, "zh": 0.55}
+    model = scope.default_model()
+    monkeypatch.setattr(scope, "default_model", lambda: type(model)(
+        model.features, model.mean, model.scale, model.coef, model.intercept, {**model.meta, "path_lang_mrr": measured}))
+    tied = {"languages": {"all": {lang: 15 for lang in ("ar", "de", "en", "th", "zh")}}}
+    assert kb_languages(tied, None, "en") == ["en", "de", "th", "ar", "zh"]
+    assert kb_languages(tied, None, "en", prefer="zh")[:3] == ["en", "zh", "de"]
+    assert "path_lang_mrr" in model.meta  # the shipped model carries what was measured
+
+
 def cue(y: bool, c: float) -> CulturalCue:
     return CulturalCue(country_or_region="South Korea", cultural_language="ko", is_culture_specific=y, confidence=c)
 

@@ -56,19 +56,48 @@ def test_features_describe_candidates_relative_to_their_path() -> None:
     assert set(arabic[:, FEATURES.index("generated")]) == {1.0}
 
 
-def test_the_model_is_a_calibrated_probability() -> None:
-    """Fitted on candidates where relevance rises with one feature: predictions match the rates seen."""
+def test_the_model_travels_as_json_with_its_fold_models() -> None:
     rng = np.random.default_rng(0)
-    rows = rng.normal(size=(20000, len(FEATURES)))
-    truth = 1 / (1 + np.exp(-(2.0 * rows[:, 0] - 1.0)))
-    labels = (rng.random(20000) < truth).astype(float)
+    rows = rng.normal(size=(2000, len(FEATURES)))
+    labels = (rng.random(2000) < 1 / (1 + np.exp(-(2.0 * rows[:, 0] - 1.0)))).astype(float)
     model = fit(rows, labels, {"name": "t", "embedder": "e"})
-    predicted = model.predict(rows)
-    for low in (0.1, 0.3, 0.5, 0.7):
-        band = (predicted >= low) & (predicted < low + 0.2)
-        assert abs(labels[band].mean() - predicted[band].mean()) < 0.03  # reliability within 3 points
     again = type(model).from_dict(json.loads(json.dumps(model.to_dict())))
-    assert np.allclose(again.predict(rows[:50]), predicted[:50])
+    assert np.allclose(again.predict(rows[:50]), model.predict(rows[:50]))
+
+
+@pytest.mark.slow
+def test_the_shipped_model_is_calibrated_on_held_out_questions_per_path_type(xquad_store: str,
+                                                                             small_xquad: list[Path]) -> None:
+    """Reliability on questions the shipped model never saw (XQuAD articles of the test split, every language):
+    per decile of predicted P(relevant), the rate of relevant candidates, per path type. The fixture is a tiny
+    parallel KB (6 pages × 8 languages, every candidate of the KB on the path), far from the pools the model was
+    calibrated on, where it over-predicts (measured: 0.23 predicted, 0.005 observed in the fifth decile). The
+    side that matters for τ is checked: a relevant candidate is never much likelier than predicted, so a cut at τ
+    does not drop more gold than it claims. Two-sided reliability on the benchmark layouts' test articles is
+    measured by ``benchmarks/default_relevance.py`` (every decile within 0.04)."""
+    from babelrag.bench.squad import load_squad_folder
+    from babelrag.bench.xquad_cells import DEV_SHARE, split_of
+    from babelrag.tune.fitting import reliability
+    from babelrag.tune.training import collect
+
+    corpus = load_squad_folder(small_xquad[0].parent)
+    assert {split_of(title, DEV_SHARE) for title in corpus.titles.values()} == {"test"}  # never fitted on these
+    golden = [GoldenQuestion(id=f"{q.lang}:{q.qid}", question=q.text, lang=q.lang, kb="xq", gold_pages=(q.page,),
+                             tags={"qid": q.qid}) for q in corpus.questions if q.lang in ("de", "en", "zh", "ar")]
+    model = default_model()
+    assert not model.fitted_on([q.question for q in golden])
+    with KnowledgeBase.open("xq", xquad_store) as kb:
+        candidates = collect(kb, golden, preset_config("+country"), generated=True)
+    scores = model.predict(candidates.rows)
+    kinds = {"as written": (candidates.rows[:, FEATURES.index("translated")] == 0) &
+                           (candidates.rows[:, FEATURES.index("generated")] == 0),
+             "translated": candidates.rows[:, FEATURES.index("translated")] > 0,
+             "generated": candidates.rows[:, FEATURES.index("generated")] > 0}
+    for kind, mask in kinds.items():
+        for n, predicted, observed in reliability(scores[mask], candidates.labels[mask], bins=10):
+            # binomial noise on n candidates plus 0.1 of tolerance: a model under-predicting by 2× fails
+            assert observed - predicted <= 0.1 + 3 * np.sqrt(max(predicted * (1 - predicted), 1e-4) / n), \
+                (kind, n, predicted, observed)
 
 
 def test_the_shipped_model_is_documented_and_refuses_another_embedder() -> None:
@@ -220,10 +249,11 @@ def test_tune_fits_stores_and_serves_the_profile(tmp_path: Path, small_xquad: li
     with KnowledgeBase.open("xt", tuned_kb) as kb:
         result = tune(kb, golden, TuneOptions(cell_min=20))
         dev = sum(q.tags["split"] == "dev" for q in golden)
-        # the fixture is shipped data: the shipped model was fitted on some of these dev questions, so it may
-        # not compete on them (it would be scored on its own training questions)
-        assert result.dev == dev and set(result.fit["cv_mrr"]) == {"full", "hybrid"}
-        assert result.fit["shipped_left_out"].startswith("the shipped model was fitted on")
+        # the shipped model competes only on dev questions it was never fitted on (its own would flatter it)
+        shipped_saw = default_model().fitted_on([q.question for q in golden if q.tags["split"] == "dev"])
+        assert result.dev == dev and set(result.fit["cv_mrr"]) == {"full", "hybrid"} | ({"shipped"} - (
+            {"shipped"} if shipped_saw else set()))
+        assert result.fit.get("shipped_left_out", "").startswith("the shipped model was fitted on") == shipped_saw
         scores = result.fit["cv_mrr"]
         assert scores[result.fit["variant"]] == max(scores.values())  # the best held-out dev MRR was kept
         assert set(result.options) == {"as_written"}  # no LLM budget: nothing that calls a model is tried
@@ -303,3 +333,39 @@ def test_training_candidates_rank_path_languages_per_cell() -> None:
                             np.array([0, 0, 1, 1, 2, 2, 2]), np.array(["th", "th", "zh", "zh", "en", "en", "en"], dtype=object),
                             [GoldenQuestion(id="q", question="คำถาม", lang="th", kb="k", gold_pages=("p",))], ["q"])
     assert candidates.best_paths(2) == {("*", "th"): ["zh", "th"]}
+
+
+def _path(query_lang: str, gold: tuple[str, float, float], distractor: tuple[str, float, float]) -> list[Hit]:
+    """A path's candidates as a multilingual embedder sees them: the path language's pages a little closer
+    (the language bias), the rest further; ``gold``/``distractor``: (lang, cosine, BM25)."""
+    rng = np.random.default_rng(7)
+    hits = [hit("gold", gold[0], gold[1], gold[2], (1, 2) if gold[2] else ()),
+            hit("distractor", distractor[0], distractor[1], distractor[2], (1, 2) if distractor[2] else ())]
+    hits += [hit(f"same{i}", query_lang, 0.80 + 0.01 * rng.standard_normal(), 4.0 * rng.random(),
+                 (2,) if i % 3 == 0 else ()) for i in range(20)]
+    hits += [hit(f"other{i}", ("en", "zh", "ar")[i % 3] if query_lang != "en" else ("de", "zh", "ar")[i % 3],
+                 0.76 + 0.01 * rng.standard_normal()) for i in range(28)]
+    return hits
+
+
+def test_a_same_language_distractor_does_not_beat_a_clearly_closer_cross_lingual_gold_page() -> None:
+    from babelrag.relevance.learned import LearnedReranker
+
+    def ranked(hits: list[Hit], lang: str) -> list[str]:
+        reranker = LearnedReranker(default_model(), lambda text: np.array([1.0, 0.0]))
+        scores = reranker.score("wie viele Punkte", hits, SearchRequest("q", "kb", lang))
+        return [hits[i].passage.id for i in np.argsort(-np.array(scores), kind="stable")]
+
+    # the gold page in English, clearly closer than any German candidate; a German page matches keywords
+    cross = _path("de", gold=("en", 0.86, 0.0), distractor=("de", 0.83, 12.0))
+    assert ranked(cross, "de")[0] == "gold"
+    # and the other way round: a German gold page with its keywords beats every German peer; an English page that
+    # stands 0.07 above its English peers may come first (the learned trade of gold-in-Lq for gold-elsewhere,
+    # measured on test articles: mixed layout MRR 0.915 vs hybrid 0.948 in Lq, 0.723 vs 0.282 elsewhere)
+    native = _path("de", gold=("de", 0.86, 12.0), distractor=("en", 0.83, 0.0))
+    assert ranked(native, "de")[:2] in (["gold", "distractor"], ["distractor", "gold"])
+    # what the z-score hybrid order did with the first path: the keyword match came first
+    z = lambda v: (np.array(v) - np.mean(v)) / np.std(v)  # noqa: E731
+    hybrid = z([h.signals.get("dense", 0) or float(h.vector[0]) for h in cross]) + \
+        0.5 * z([h.signals.get("bm25", 0.0) for h in cross])
+    assert cross[int(np.argmax(hybrid))].passage.id == "distractor"

@@ -77,10 +77,11 @@ class SearchConfig(BaseModel):
     rrf_k: int = Field(60, ge=1)
     keyword_weight: float = Field(0.5, ge=0)
     candidates: int = Field(50, ge=1, le=1000)
-    # none | learned (P(relevant) from both arms' signals: one calibrated scale for thresholds and
-    # multi-path max-merge) | dense-resort (cosine only: hybrid collapses to dense order; old name
-    # "dense") | cross-encoder:PATH. Off by default: the plain single path needs no common scale.
-    rerank: str = "none"
+    # auto | none | learned (P(relevant) from both arms' signals: one calibrated scale for thresholds and
+    # multi-path max-merge) | learned:default | dense-resort (cosine only: hybrid collapses to dense order; old
+    # name "dense") | cross-encoder:PATH. auto, the default: learned wherever a relevance model fits the KB's
+    # embedder (measured on every layout: `python benchmarks/default_relevance.py`), else none.
+    rerank: str = "auto"
     country_filter: bool = True
     langs: tuple[str, ...] = ()
     # after the paths
@@ -107,7 +108,7 @@ class SearchConfig(BaseModel):
     @model_validator(mode="after")
     def _scores_need_a_fixed_scale(self) -> SearchConfig:
         fixed_scale = self.rerank != "none" or self.mode == "vector"
-        if self.threshold == "auto" and not self.rerank.startswith("learned"):
+        if self.threshold == "auto" and not self.rerank.startswith("learned") and self.rerank != "auto":
             raise ValueError("threshold: auto is the learned relevance model's calibrated τ; use rerank=learned "
                              "or a number")
         if "coral" in self.extra_paths:
@@ -115,14 +116,14 @@ class SearchConfig(BaseModel):
         if self.strategy == "coral" and (self.threshold is not None or self.extra_paths):
             raise ValueError("strategy: CORAL ranks its evidence by critic totals and plans its own paths; "
                              "no threshold or extra_paths (use coral.min_each / coral.min_total)")
-        if self.threshold is not None and self.merge == "rrf" and self._multi_path():
+        if self.threshold is not None and self.merge == "rrf" and self.multi_path():
             raise ValueError("threshold: RRF totals have no fixed meaning; merge=max (one reranker scale) "
                              "or no threshold")
         if self.threshold is not None and not fixed_scale:
             what = f"{self.fusion} fusion totals" if self.mode == "hybrid" else "raw BM25 scores"
             raise ValueError(f"threshold: a threshold on {what} has no fixed meaning; "
                              f"rerank the candidates (rerank=learned) or use mode=vector")
-        if self.merge == "max" and self._multi_path() and not fixed_scale:
+        if self.merge == "max" and self.multi_path() and not fixed_scale:
             raise ValueError("merge: max-merging paths needs one score scale: rerank (rerank=learned) or merge=rrf")
         return self
 
@@ -130,7 +131,8 @@ class SearchConfig(BaseModel):
         """Does finding the evidence call a model (translation, HyDE, DELTA, CORAL, a tuned profile)?"""
         return self.strategy != "as_written" or bool(self.extra_paths)
 
-    def _multi_path(self) -> bool:
+    def multi_path(self) -> bool:
+        """Does it search several paths and merge them?"""
         return self.strategy in ("kb_languages", "tuned") or bool(self.extra_paths)
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from babelrag.errors import ConfigError
+from babelrag.strategies.tuned import OPTIONS as STRATEGY_OPTIONS
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,8 @@ class Step:
 _SINGLE = "+country"  # the reranked single path every query strategy is measured against
 _TAU = "hybrid+rerank"
 OWN = "(own dev rows)"  # calibrate_threshold_from: the step's own configuration on the dev split
+_OPTION_NAMES = {"as_written+kb_languages": "+ KB-language paths", "as_written+pivot": "+ English pivot path",
+                 "as_written+hyde": "+ HyDE path", "kb_languages": "KB-language paths only", "delta": "DELTA"}
 # `bench --ladder tune` fits profiles on the dev split first (babelrag tune, per index) into these folders
 PROFILES = "{profiles}"
 NO_LLM, WITH_LLM = f"{PROFILES}/no-llm", f"{PROFILES}/llm"
@@ -46,6 +49,9 @@ LADDERS: dict[str, list[Step]] = {
         Step("hybrid+rerank", "hybrid+rerank"),
         Step("+threshold", "+threshold", calibrate_threshold_from=_TAU),
         Step("+country", "+country", calibrate_threshold_from=OWN),
+        # what `babelrag search` does unless told otherwise (hybrid, the learned stage, the country filter, no τ),
+        # against plain dense retrieval on the same questions
+        Step("default", "default", baseline="vector"),
         Step("+kb-languages (max)", "chat", calibrate_threshold_from=_SINGLE, baseline=_SINGLE),
         Step("+kb-languages (rrf)", "chat-rrf", baseline=_SINGLE),
         Step("+hyde-extra", "hyde-extra", calibrate_threshold_from=_SINGLE, baseline=_SINGLE),
@@ -120,6 +126,17 @@ LADDERS: dict[str, list[Step]] = {
         Step("+page collapse", "learned", {**_CF, "profile": NO_LLM, "collapse": "page"}, baseline=_TUNED),
         Step("chat (learned)", "chat", {"profile": NO_LLM, "threshold": None}, baseline=_TUNED),
         Step("tuned", "tuned", {"profile": WITH_LLM}, baseline=_TUNED),
+    ],
+    # [issue: retrieval that holds when pages are not translations of each other] the default against plain
+    # dense and hybrid retrieval, then what each query strategy of the seeds buys beside the question as written
+    # (the options `babelrag tune` chooses among, and DELTA), each against the default on the same questions
+    "strategies": [
+        Step("vector", "vector", _CF),
+        Step("hybrid", "hybrid", _CF),
+        Step("default", "default", _CF, baseline="vector"),
+        *[Step(_OPTION_NAMES.get(option, option), "learned", {**_CF, **overrides}, baseline="default")
+          for option, overrides in STRATEGY_OPTIONS.items() if option != "as_written"],
+        Step("tuned (≤ 1 LLM call)", "tuned", {"profile": WITH_LLM}, baseline="default"),
     ],
     # how to fuse the dense and keyword arms (the choice behind the hybrid default)
     "fusion": [

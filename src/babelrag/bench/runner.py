@@ -114,7 +114,7 @@ def _step_questions(step: Step, config: SearchConfig, golden: list[GoldenQuestio
 def fit_profiles(golden: list[GoldenQuestion], indexes: list[str], store: str, folder: Path, wanted: set[str],
                  llm: str | None, llm_per_cell: int) -> list[str]:
     """`babelrag tune` per index on the dev split, into profile files (the bench KBs stay untouched):
-    ``no-llm`` (options that call no model) and, when asked for, ``llm`` (≤ 1.5 calls per question, the
+    ``no-llm`` (options that call no model) and, when asked for, ``llm`` (≤ 1 call per question, the
     model-calling options measured on ``llm_per_cell`` dev questions per cell). Returns notes."""
     from babelrag.kb import KnowledgeBase
     from babelrag.tune.runner import TooFewQuestions, TuneOptions, tune, write_profile
@@ -124,7 +124,7 @@ def fit_profiles(golden: list[GoldenQuestion], indexes: list[str], store: str, f
         if str(folder / variant) not in wanted:
             continue
         (folder / variant).mkdir(parents=True, exist_ok=True)
-        budget = 1.5 if variant == "llm" and not _llm_available(llm or preset_config("chat").llm) else 0.0
+        budget = 1.0 if variant == "llm" and not _llm_available(llm or preset_config("chat").llm) else 0.0
         if variant == "llm" and not budget:
             notes.append("tuned profile: no LLM available, so its options are those that call no model")
         for index in indexes:

@@ -77,6 +77,18 @@ class CellsRecipe(BaseModel):
         return split_for(qid, article, self.split_by, self.dev_share)
 
 
+# a country whose language it is (ISO 3166 alpha-2, so the service's country check accepts the bench KBs)
+COUNTRY_OF = {"ar": "SA", "de": "DE", "el": "GR", "en": "US", "es": "ES", "hi": "IN", "ro": "RO", "ru": "RU",
+              "th": "TH", "tr": "TR", "vi": "VN", "zh": "CN", "sv": "SE", "ja": "JP", "ko": "KR", "fr": "FR",
+              "it": "IT", "pt": "PT", "pl": "PL", "id": "ID", "nl": "NL", "fi": "FI"}
+
+
+def country_for(lang: str) -> str:
+    """The benchmark country of a local language: its country's ISO code, or the language code in capitals
+    for a language the table does not know."""
+    return COUNTRY_OF.get(lang, lang.upper())
+
+
 def default_recipe(corpus: SquadCorpus, seed: int = 13, pivot: str = "en", quick: bool = False,
                    layout: Layout = "parallel", split_by: SplitBy = "article") -> CellsRecipe:
     """Every non-pivot language becomes a country — alternating mixed/bilingual plus one pivot-only
@@ -88,11 +100,11 @@ def default_recipe(corpus: SquadCorpus, seed: int = 13, pivot: str = "en", quick
     rng = random.Random(seed)
     locals_ = [lang for lang in corpus.langs if lang != pivot]
     if layout == "unique-country":
-        plan: list[tuple[str, str, Mix]] = [(lang.upper(), lang, "unique") for lang in locals_]
+        plan: list[tuple[str, str, Mix]] = [(country_for(lang), lang, "unique") for lang in locals_]
         rng = random.Random(f"{seed}:unique")  # another deal of the articles than the parallel countries'
     else:
-        plan = [(lang.upper(), lang, "mixed" if i % 2 == 0 else "bilingual") for i, lang in enumerate(locals_)]
-        plan.append((pivot.upper(), pivot, "pivot-only"))
+        plan = [(country_for(lang), lang, "mixed" if i % 2 == 0 else "bilingual") for i, lang in enumerate(locals_)]
+        plan.append((country_for(pivot), pivot, "pivot-only"))
     articles = corpus.articles()
     rng.shuffle(articles)
     per_country = max(1, len(articles) // len(plan))

@@ -30,45 +30,55 @@ FEATURES: tuple[str, ...] = (
     # the page behind the candidate: its other language versions the path also found lend it their evidence
     # (a parallel KB), and a path whose candidates all share its language is keyword territory (monolingual)
     "page_langs", "page_same_lang", "page_dense_gap", "page_bm25_norm", "mono_path", "hybrid:mono_path",
+    "pool_size",  # log of the path's candidates: with one gold page among them, the base rate
 )
 KEYWORD_WEIGHT = 0.5  # the ``hybrid`` feature: zscore fusion's own combination of the two arms
-MODEL_FEATURES = FEATURES  # what the shipped model and `tune`'s full variant read
+# Gated copies (``name:cross``: the feature on a path whose candidates are not all in its language, else 0).
+# A path whose candidates all share its language — a monolingual KB — has no language evidence to weigh,
+# and the keyword arm means there what it means in a monolingual engine; gating gives such paths their own
+# two weights (``mono_path``, ``hybrid:mono_path``: the calibrated hybrid order) instead of letting the
+# cross-lingual layouts, which dominate training, decide how much a Swedish FAQ's keywords count.
+MONO = ("mono_path", "hybrid:mono_path")
+GATED = tuple(f"{name}:cross" for name in FEATURES if name not in MONO)
+FEATURES = FEATURES + GATED
+MODEL_FEATURES: tuple[str, ...] = GATED + MONO  # what the shipped model and `tune`'s full variant read
 
 
-def _within_language(dense: np.ndarray, langs: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _group_max(groups: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
+    best = np.full(size, -np.inf)
+    np.maximum.at(best, groups, values)
+    return best
+
+
+def _within_language(dense: np.ndarray, langs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per candidate, against the candidates in the same language: z-score of the cosine (0 in groups of
     fewer than 3), gap to the group's best, log rank in the group, and the group's share of the path."""
-    z, gap, rank, share = (np.zeros(len(dense)) for _ in range(4))
-    for lang in set(langs):
-        members = np.array([i for i, other in enumerate(langs) if other == lang])
-        values = dense[members]
-        std = values.std()
-        if len(members) >= 3 and std > 0:
-            z[members] = (values - values.mean()) / std
-        gap[members] = values - values.max()
-        order = np.empty(len(members))
-        order[np.argsort(-values, kind="stable")] = np.arange(1, len(members) + 1)
-        rank[members] = np.log(order)
-        share[members] = len(members) / len(dense)
-    return z, gap, rank, share
+    _, group = np.unique(langs, return_inverse=True)
+    count = np.bincount(group).astype(float)
+    mean = np.bincount(group, weights=dense) / count
+    std = np.sqrt(np.maximum(np.bincount(group, weights=dense * dense) / count - mean * mean, 0.0))
+    spread = std[group]
+    z = np.where((count[group] >= 3) & (spread > 1e-9), (dense - mean[group]) / np.where(spread > 1e-9, spread, 1.0), 0.0)
+    gap = dense - _group_max(group, dense, len(count))[group]
+    order = np.lexsort((-dense, group))  # by group, best first
+    starts = np.searchsorted(group[order], np.arange(len(count)))
+    rank = np.empty(len(dense))
+    rank[order] = np.arange(len(dense)) - starts[group[order]] + 1
+    return z, gap, np.log(rank), count[group] / len(dense)
 
 
-def _by_page(hits: Sequence[Hit], dense: np.ndarray, bm25_norm: np.ndarray,
+def _by_page(doc_ids: np.ndarray, langs: np.ndarray, dense: np.ndarray, bm25_norm: np.ndarray,
              path_lang: str | None) -> tuple[np.ndarray, ...]:
     """Per candidate, about its page among the path's candidates: log of how many languages the path found it
     in (on a parallel KB a relevant page is found in several), whether one of them is the path's language,
     the page's best cosine relative to the path's best, and its best normalised BM25."""
-    pages: dict[str, list[int]] = {}
-    for i, hit in enumerate(hits):
-        pages.setdefault(hit.passage.doc_id, []).append(i)
-    langs, same, best_dense, best_bm25 = (np.zeros(len(hits)) for _ in range(4))
-    for members in pages.values():
-        found = {hits[i].passage.lang for i in members}
-        langs[members] = np.log(len(found))
-        same[members] = float(path_lang in found)
-        best_dense[members] = dense[members].max()
-        best_bm25[members] = bm25_norm[members].max()
-    return langs, same, best_dense - dense.max(), best_bm25
+    _, page = np.unique(doc_ids, return_inverse=True)
+    pages = int(page.max()) + 1
+    pairs = np.unique(np.stack([page, np.unique(langs, return_inverse=True)[1]]), axis=1)
+    languages = np.bincount(pairs[0], minlength=pages)
+    same = _group_max(page, (langs == path_lang).astype(float), pages)
+    return (np.log(languages[page]), same[page], _group_max(page, dense, pages)[page] - dense.max(),
+            _group_max(page, bm25_norm, pages)[page])
 
 
 def _language_bias(dense: np.ndarray, same_lang: np.ndarray) -> float:
@@ -97,8 +107,8 @@ def feature_matrix(hits: Sequence[Hit], request: SearchRequest, query_vector: np
     std = dense.std()
     coverage = np.array([len(query_terms & h.terms) / len(query_terms) if query_terms and h.terms is not None
                          else 0.0 for h in hits])
-    langs = [h.passage.lang for h in hits]
-    same_lang = np.array([lang == request.lang for lang in langs], dtype=float)
+    langs = np.array([h.passage.lang for h in hits], dtype=object)
+    same_lang = (langs == request.lang).astype(float)
     scripts = {lang: script_of(lang) == script_of(request.lang) for lang in set(langs)}
     same_script = np.array([scripts[lang] for lang in langs], dtype=float)
     bm25_norm = bm25 / bm25.max() if bm25.max() > 0 else np.zeros(n)
@@ -111,7 +121,8 @@ def feature_matrix(hits: Sequence[Hit], request: SearchRequest, query_vector: np
     fair_std = fair.std()
     other_lang = 1.0 - same_lang
     lang_z, lang_gap, lang_rank, cand_share = _within_language(dense, langs)
-    page_langs, page_same, page_dense_gap, page_bm25 = _by_page(hits, dense, bm25_norm, request.lang)
+    page_langs, page_same, page_dense_gap, page_bm25 = _by_page(
+        np.array([h.passage.doc_id for h in hits], dtype=object), langs, dense, bm25_norm, request.lang)
     mono = float(same_lang.all())
     hybrid = dense_z + KEYWORD_WEIGHT * bm25_z
     columns = {
@@ -136,6 +147,8 @@ def feature_matrix(hits: Sequence[Hit], request: SearchRequest, query_vector: np
         "dense_lang_z:other_lang": lang_z * other_lang,
         "page_langs": page_langs, "page_same_lang": page_same, "page_dense_gap": page_dense_gap,
         "page_bm25_norm": page_bm25,
-        "mono_path": np.full(n, mono), "hybrid:mono_path": hybrid * mono,
+        "mono_path": np.full(n, mono), "hybrid:mono_path": hybrid * mono, "pool_size": np.full(n, np.log(n)),
     }
+    cross = 1.0 - mono
+    columns.update({gated: columns[gated[:-len(":cross")]] * cross for gated in GATED})
     return np.column_stack([columns[name] for name in FEATURES])

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cache
 from importlib.metadata import version
@@ -43,6 +43,9 @@ class RelevanceModel:
     meta: Mapping[str, Any] = field(default_factory=dict)
     folds: tuple[RelevanceModel, ...] = ()  # each fitted without one group of the training questions
     fold_of: Mapping[str, int] = field(default_factory=dict)  # training question hash → the fold held out
+    # per path kind, (slope, offset, weight of each CALIBRATION_INPUTS feature) turning the logit into a
+    # probability that holds for every kind of path and every layout
+    calibration: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
 
     def for_question(self, text: str | None) -> RelevanceModel:
         """The model to score this question with: the fold model that never saw it when it is one of the
@@ -50,11 +53,19 @@ class RelevanceModel:
         fold = self.fold_of.get(question_hash(text)) if text is not None and self.folds else None
         return self if fold is None else self.folds[fold]
 
+    def logits(self, rows: np.ndarray) -> np.ndarray:
+        return ((rows[:, self._columns] - self.mean) / self.scale) @ self.coef + self.intercept
+
     def predict(self, rows: np.ndarray) -> np.ndarray:
         """P(relevant) for rows of all ``FEATURES`` (the model reads its own subset of them)."""
         if rows.shape[0] == 0:
             return np.zeros(0)
-        logits = ((rows[:, self._columns] - self.mean) / self.scale) @ self.coef + self.intercept
+        logits = self.logits(rows)
+        if self.calibration:
+            kinds = path_kinds(rows)
+            for kind, (slope, offset, *weights) in self.calibration.items():
+                mine = kinds == kind
+                logits[mine] = slope * logits[mine] + offset + rows[mine][:, _CALIBRATION_COLUMNS] @ np.asarray(weights)
         return 1.0 / (1.0 + np.exp(-logits))
 
     @property
@@ -64,6 +75,10 @@ class RelevanceModel:
     @property
     def name(self) -> str:
         return str(self.meta.get("name", "learned"))
+
+    def fits(self, embedder_fingerprint: str) -> bool:
+        """Fitted on this embedder's cosines, and every feature computed by this version."""
+        return self.meta.get("embedder") == embedder_fingerprint and all(name in FEATURES for name in self.features)
 
     def check(self, embedder_fingerprint: str, kb: str) -> None:
         """Refuse a model fitted on another embedder's cosines, or for features this version does not compute."""
@@ -91,9 +106,11 @@ class RelevanceModel:
         out = {"format": FORMAT, "features": list(self.features), "mean": self.mean.tolist(),
                "scale": self.scale.tolist(), "coef": self.coef.tolist(), "intercept": self.intercept,
                "meta": dict(self.meta)}
+        if self.calibration:
+            out["calibration"] = {kind: list(pair) for kind, pair in self.calibration.items()}
         if self.folds:
-            out["folds"] = [{key: fold.to_dict()[key] for key in ("mean", "scale", "coef", "intercept")}
-                            for fold in self.folds]
+            out["folds"] = [{key: value for key, value in fold.to_dict().items()
+                             if key in ("mean", "scale", "coef", "intercept", "calibration")} for fold in self.folds]
             out["fold_of"] = dict(sorted(self.fold_of.items()))
         return out
 
@@ -103,14 +120,36 @@ class RelevanceModel:
             if data.get("format") != FORMAT:
                 raise ConfigError(f"relevance model: format {data.get('format')!r}, this version reads {FORMAT}")
             features = tuple(data["features"])
-            folds = tuple(cls(features, *_weights(fold), {"name": f"fold {i}"})
+            folds = tuple(cls(features, *_weights(fold), {"name": f"fold {i}"}, calibration=_calibration(fold))
                           for i, fold in enumerate(data.get("folds") or ()))
             fold_of = {str(key): int(value) for key, value in (data.get("fold_of") or {}).items()}
             if any(not 0 <= value < len(folds) for value in fold_of.values()):
                 raise ValueError("fold_of names a fold the model does not have")
-            return cls(features, *_weights(data), dict(data.get("meta") or {}), folds, fold_of)
+            return cls(features, *_weights(data), dict(data.get("meta") or {}), folds, fold_of, _calibration(data))
         except (KeyError, TypeError, ValueError) as error:
             raise ConfigError(f"relevance model: malformed ({type(error).__name__})") from error
+
+
+def _calibration(data: Mapping[str, Any]) -> dict[str, tuple[float, ...]]:
+    found = {str(kind): tuple(float(v) for v in values) for kind, values in (data.get("calibration") or {}).items()}
+    if set(found) - set(PATH_KINDS) or any(len(v) != 2 + len(CALIBRATION_INPUTS) for v in found.values()):
+        raise ValueError("calibration: unknown path kind or wrong number of weights")
+    return found
+
+
+PATH_KINDS = ("as_written", "translated", "generated")
+# what else sets a candidate's base rate: in how many languages its page was found (a parallel KB has several
+# relevant versions), the path's language mix, a monolingual path, and how many candidates share one gold page
+CALIBRATION_INPUTS = ("page_langs", "same_lang_share", "mono_path", "pool_size")
+_CALIBRATION_COLUMNS = [FEATURES.index(name) for name in CALIBRATION_INPUTS]
+
+
+def path_kinds(rows: np.ndarray) -> np.ndarray:
+    """Each candidate's path kind, read off its ``translated`` and ``generated`` features."""
+    kinds = np.full(len(rows), "as_written", dtype=object)
+    kinds[rows[:, FEATURES.index("translated")] > 0] = "translated"
+    kinds[rows[:, FEATURES.index("generated")] > 0] = "generated"
+    return kinds
 
 
 def _weights(data: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
@@ -150,15 +189,46 @@ def group_folds(row_groups: np.ndarray, folds: int) -> list[tuple[np.ndarray, np
     return list(GroupKFold(n_splits=n).split(np.zeros(len(row_groups)), groups=row_groups)) if n >= 2 else []
 
 
+def recalibrate(model: RelevanceModel, rows: np.ndarray, labels: np.ndarray) -> RelevanceModel:
+    """The same ranking within every path, its probabilities made true again for each kind of path (as
+    written, translated, generated): per kind a logistic fit of the labels on the model's logit and the
+    path's context (``CALIBRATION_INPUTS``; Platt scaling with covariates). Needed after fitting on a subset
+    of the positives (``fit_on`` in ``crossfit``), whose base rate is not the candidates', because a model's
+    text scores on another scale than the question's own, and because how many candidates are relevant
+    depends on the layout (eight language versions of a page, or one)."""
+    from sklearn.linear_model import LogisticRegression
+
+    plain = replace(model, calibration={})
+    logits = plain.logits(rows)
+    kinds = path_kinds(rows)
+    calibration = {}
+    for kind in PATH_KINDS:
+        mine = kinds == kind
+        if mine.sum() and labels[mine].min() != labels[mine].max():
+            inputs = np.column_stack([logits[mine], rows[mine][:, _CALIBRATION_COLUMNS]])
+            fitted = LogisticRegression(C=1e4, max_iter=2000).fit(inputs, labels[mine])
+            slope, *weights = (float(w) for w in fitted.coef_[0])
+            calibration[kind] = (slope, float(fitted.intercept_[0]), *weights)
+    return replace(model, calibration=calibration)
+
+
 def crossfit(rows: np.ndarray, labels: np.ndarray, row_groups: np.ndarray, group_texts: Mapping[str, Sequence[str]],
              meta: Mapping[str, Any], c: float = 1.0, features: Sequence[str] = FEATURES,
-             folds: int = 5) -> RelevanceModel:
+             folds: int = 5, fit_on: np.ndarray | None = None) -> RelevanceModel:
     """``fit`` on every row, plus one fold model per group fold (``GroupKFold``: a group — a question and
     its translations, or a whole article — is never on both sides) that scores the held-out groups'
     questions (``group_texts``: each group's question texts) from then on. A fold without both labels to
-    fit on keeps the full model for its questions."""
-    full = fit(rows, labels, {**meta, "question_hashes": sorted({question_hash(t) for texts in group_texts.values()
-                                                                   for t in texts})}, c, features)
+    fit on keeps the full model for its questions. ``fit_on``: the rows the weights are fitted on (default
+    all); every model is then recalibrated on all its training rows, per path kind (``recalibrate``)."""
+    chosen = np.ones(len(rows), dtype=bool) if fit_on is None else fit_on
+
+    def fitted(train: np.ndarray, model_meta: Mapping[str, Any]) -> RelevanceModel:
+        weights = train[chosen[train]]
+        model = fit(rows[weights], labels[weights], model_meta, c, features)
+        return model if fit_on is None else recalibrate(model, rows[train], labels[train])
+
+    full = fitted(np.arange(len(rows)), {**meta, "question_hashes": sorted({
+        question_hash(t) for texts in group_texts.values() for t in texts})})
     names = np.unique(row_groups)
     if len(names) < 2:
         return full
@@ -168,10 +238,9 @@ def crossfit(rows: np.ndarray, labels: np.ndarray, row_groups: np.ndarray, group
             continue
         fold_of.update({question_hash(t): len(fold_models) for group in np.unique(row_groups[held])
                         for t in group_texts.get(str(group), ())})
-        fold_models.append(fit(rows[train], labels[train], {"name": f"fold {len(fold_models)}"}, c, features))
+        fold_models.append(fitted(train, {"name": f"fold {len(fold_models)}"}))
     meta_out = {**full.meta, "crossfit": {"folds": len(fold_models), "groups": int(len(names))}}
-    return RelevanceModel(full.features, full.mean, full.scale, full.coef, full.intercept, meta_out,
-                          tuple(fold_models), fold_of)
+    return replace(full, meta=meta_out, folds=tuple(fold_models), fold_of=fold_of)
 
 
 @cache

@@ -15,7 +15,8 @@ from babelrag.kb import KnowledgeBase
 from babelrag.lang.detect import detector
 from babelrag.models.llm_types import LLMError
 from babelrag.models.rerank import build_reranker
-from babelrag.relevance.model import default_model, model_for
+from babelrag.errors import ConfigError
+from babelrag.relevance.model import RelevanceModel, default_model, model_for
 from babelrag.retrieve.cache import RetrievalCache
 from babelrag.retrieve.fusion import fuse
 from babelrag.retrieve.search import TRACE_HITS, rerank, retrieve
@@ -27,16 +28,36 @@ from babelrag.types import Question, Ranking, SearchRequest, SearchResult, Trace
 PATH_THREADS = 4  # paths run at once; more paths queue (each holds up to ``candidates`` hits)
 
 
+def resolve_rerank(kb: KnowledgeBase, config: SearchConfig) -> tuple[str, RelevanceModel | None]:
+    """The reranker this KB gets and its relevance model. ``auto`` (the default) is the learned stage whenever
+    a relevance model fits the KB's embedder — its tuned one, else the shipped one — and no reranking for a KB
+    built by another embedder (a cosine from another model means something else); a configuration that
+    needs one scale (a threshold, max-merged paths) is then refused rather than silently changed."""
+    rerank = config.rerank
+    if rerank == "auto":
+        profile = load_profile(kb, config.profile).model if config.profile else None
+        model = model_for(kb.manifest, profile)
+        if model.fits(kb.embedder.fingerprint()):
+            rerank = "learned"
+        elif config.threshold is not None or (config.merge == "max" and config.multi_path()):
+            raise ConfigError(f"rerank: auto found no relevance model for the embedder of knowledge base '{kb.name}' "
+                              f"(run `babelrag tune`), and a threshold or max-merged paths need one score scale: "
+                              f"set rerank (e.g. dense-resort) or use merge=rrf without a threshold")
+        else:
+            return "none", None
+    if rerank not in ("learned", "learned:default"):
+        return rerank, None
+    profile = load_profile(kb, config.profile).model if config.profile else None
+    relevance = default_model() if rerank == "learned:default" else model_for(kb.manifest, profile)
+    relevance.check(kb.embedder.fingerprint(), kb.name)
+    return rerank, relevance
+
+
 class Searcher:
     def __init__(self, kb: KnowledgeBase, config: SearchConfig, cache: RetrievalCache | None = None):
         self.kb, self.config, self.cache = kb, config, cache
-        relevance = None
-        if config.rerank in ("learned", "learned:default"):
-            profile = load_profile(kb, config.profile).model if config.profile else None
-            relevance = default_model() if config.rerank == "learned:default" else model_for(kb.manifest, profile)
-            relevance.check(kb.embedder.fingerprint(), kb.name)
-        self.relevance = relevance
-        self.reranker = build_reranker(config.rerank, kb.embedder, kb.query_vector, relevance)
+        self.rerank, self.relevance = resolve_rerank(kb, config)
+        self.reranker = build_reranker(self.rerank, kb.embedder, kb.query_vector, self.relevance)
         self.strategy = build_strategy(config.strategy)
         self.extras = [build_strategy(name) for name in config.extra_paths]
         self._detect = detector(tuple(kb.manifest["detect_languages"]))
@@ -44,7 +65,7 @@ class Searcher:
         self._lock = threading.Lock()
 
     def _path(self, request: SearchRequest, trace: Trace) -> Ranking:
-        needs_vectors = bool(self.reranker and self.reranker.needs_vectors)
+        needs_vectors = bool(self.reranker and getattr(self.reranker, "needs_vectors", False))
         ranking = retrieve(self.kb, request, self.config, trace, with_vectors=needs_vectors, cache=self.cache)
         if self.reranker is not None:
             ranking = rerank(request, ranking, self.reranker, trace)

@@ -86,8 +86,8 @@ class SearchBody(BaseModel):
             raise ValueError(f"not open to clients: {', '.join(named) or f'{len(unknown)} unknown setting(s)'}; "
                              f"clients may set {', '.join(sorted(CLIENT_SETTINGS))}")
         check_kinds(value)
-        if value.get("rerank") not in (None, "none", "learned", "learned:default", "dense-resort", "dense"):
-            raise ValueError("rerank: clients may choose none, learned, learned:default or dense-resort")
+        if value.get("rerank") not in (None, "auto", "none", "learned", "learned:default", "dense-resort", "dense"):
+            raise ValueError("rerank: clients may choose auto, none, learned, learned:default or dense-resort")
         extra = value.get("extra_paths")
         if extra is not None:
             if not isinstance(extra, list) or not set(map(str, extra)) <= EXTRA_PATHS:

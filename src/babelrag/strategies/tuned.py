@@ -31,6 +31,7 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "as_written+pivot": {"strategy": "pivot", "lang_scope": "all", "extra_paths": ["as_written"]},
     "as_written+hyde": {"strategy": "as_written", "extra_paths": ["hyde"]},
     "kb_languages": {"strategy": "kb_languages", "extra_paths": []},
+    "delta": {"strategy": "delta", "extra_paths": []},
 }
 
 

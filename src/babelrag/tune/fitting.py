@@ -18,11 +18,11 @@ import numpy as np
 
 from babelrag.errors import ConfigError
 from babelrag.evaluate.calibrate import calibrate_threshold
-from babelrag.relevance.features import FEATURES
+from babelrag.relevance.features import MODEL_FEATURES
 from babelrag.relevance.model import RelevanceModel, crossfit, fit, group_folds
 from babelrag.tune.training import Candidates
 
-VARIANTS: dict[str, tuple[str, ...]] = {"full": FEATURES, "hybrid": ("hybrid",)}
+VARIANTS: dict[str, tuple[str, ...]] = {"full": MODEL_FEATURES, "hybrid": ("hybrid",)}
 FOLDS = 5
 SIMPLEST_FIRST = ("hybrid", "shipped", "full")  # ties go to the model with fewer fitted parameters
 
@@ -49,10 +49,11 @@ def _subset(candidates: Candidates, rows: np.ndarray) -> Candidates:
 
 
 def fit_crossfitted(candidates: Candidates, meta: Mapping[str, Any], c: float = 1.0,
-                    features: Sequence[str] = FEATURES) -> RelevanceModel:
-    """The model on every candidate, with fold models by group (each question scored out-of-fold)."""
+                    features: Sequence[str] = MODEL_FEATURES) -> RelevanceModel:
+    """The model on the candidates (one gold version per path: ``one_version``), with fold models by group
+    (each question scored out-of-fold)."""
     return crossfit(candidates.rows, candidates.labels, candidates.row_groups(), candidates.group_texts(), meta, c,
-                    features, FOLDS)
+                    features, FOLDS, fit_on=candidates.one_version())
 
 
 def out_of_fold_rows(model: RelevanceModel, candidates: Candidates, k: int = 10) -> list[dict[str, Any]]:
@@ -84,7 +85,9 @@ def out_of_fold_scores(candidates: Candidates, features: Sequence[str], c: float
     """Every row's score from a model fitted on the other folds (folds by group); rows of a fold that had
     nothing to fit on score 0."""
     scores = np.zeros(len(candidates.rows))
+    fit_on = candidates.one_version()
     for train, held in group_folds(candidates.row_groups(), FOLDS):
+        train = train[fit_on[train]]
         if candidates.labels[train].min() != candidates.labels[train].max():
             model = fit(candidates.rows[train], candidates.labels[train], {}, c, features)
             scores[held] = model.predict(candidates.rows[held])
@@ -109,7 +112,9 @@ def cross_validate(candidates: Candidates, variants: Mapping[str, tuple[str, ...
         raise ConfigError("relevance model: cross-validation needs dev questions of at least 2 groups (a question "
                           "and its translations are one)")
     results: dict[str, list[float]] = {name: [] for name in [*variants, *(fixed or {})]}
+    fit_on = candidates.one_version()
     for train, held in splits:
+        train = train[fit_on[train]]
         if candidates.labels[train].min() == candidates.labels[train].max():
             continue  # nothing to fit on: the fold is skipped for every model, so all see the same folds
         part = _subset(candidates, held)

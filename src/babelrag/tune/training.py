@@ -79,6 +79,21 @@ class Candidates:
                    np.concatenate([p.path for p in parts]), np.concatenate([p.path_lang for p in parts]),
                    [q for p in parts for q in p.asked], [g for p in parts for g in p.groups])
 
+    def one_version(self) -> np.ndarray:
+        """Rows to fit on: every irrelevant candidate, and of the gold page's candidates on each path only the
+        best by hybrid order. Ranking is judged by pages: one version first is a hit, so eight language versions
+        of the gold page as eight positives would teach the model to lift all of them — trading the
+        same-language copy that ranks first for copies in other languages."""
+        keep = np.ones(len(self.labels), dtype=bool)
+        gold = np.flatnonzero(self.labels > 0)
+        if not len(gold):
+            return keep
+        key = self.question[gold].astype(np.int64) * 1024 + self.path[gold]
+        order = gold[np.lexsort((-self.rows[gold, FEATURES.index("hybrid")], key))]
+        ordered = self.question[order].astype(np.int64) * 1024 + self.path[order]
+        keep[order[1:][ordered[1:] == ordered[:-1]]] = False
+        return keep
+
     def select(self, keep: Sequence[str]) -> Candidates:
         """Only these questions' rows (the dev split, a fold)."""
         wanted = set(keep)
