@@ -2,14 +2,17 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from babelrag.cli.common import KbOpt, LlmOpt, StoreOpt, app, err, out, split
-from babelrag.errors import BabelragError
+from babelrag.errors import BabelragError, StoreHeld
+
+if TYPE_CHECKING:
+    from babelrag.store.base import Store
 
 
 @app.command()
@@ -143,11 +146,11 @@ def kbs(store: StoreOpt = None, as_json: Annotated[bool, typer.Option("--json")]
     rows = []
     for name in resolved.list():
         try:
-            with KnowledgeBase.open(name, resolved) as handle:
-                m = handle.manifest
-                rows.append({"kb": name, "passages": m["passages"], "documents": m["documents"],
-                             "languages": m["languages"].get("all", {}),
-                             "countries": sorted(m["languages"].get("countries", {}))})
+            m, held = manifest_of(name, resolved)
+            rows.append({"kb": name, "passages": m["passages"], "documents": m["documents"],
+                         "languages": m["languages"].get("all", {}),
+                         "countries": sorted(m["languages"].get("countries", {})),
+                         **({"held_by_pid": held.pid} if held else {})})
         except BabelragError as error:  # one broken KB does not hide the others
             rows.append({"kb": name, "warning": f"unreadable: {error}"})
     if as_json:
@@ -160,7 +163,8 @@ def kbs(store: StoreOpt = None, as_json: Annotated[bool, typer.Option("--json")]
         if "warning" in row:
             table.add_row(row["kb"], f"[yellow]{escape(row['warning'])}[/]", "", "", "")
             continue
-        table.add_row(row["kb"], str(row["passages"]), str(row["documents"]),
+        held = f" (open in pid {row['held_by_pid']})" if "held_by_pid" in row else ""
+        table.add_row(row["kb"] + held, str(row["passages"]), str(row["documents"]),
                       ", ".join(f"{k}:{v}" for k, v in sorted(row["languages"].items())), ", ".join(row["countries"]))
     out.print(table)
 
@@ -168,10 +172,26 @@ def kbs(store: StoreOpt = None, as_json: Annotated[bool, typer.Option("--json")]
 @app.command()
 def info(kb: KbOpt, store: StoreOpt = None) -> None:
     """Print a knowledge base's manifest (versions, models, language sets)."""
-    from babelrag.kb import KnowledgeBase
+    from babelrag.kb import resolve_store
 
-    with KnowledgeBase.open(kb, store) as handle:
-        out.print_json(json.dumps(handle.manifest, ensure_ascii=False))
+    manifest, held = manifest_of(kb, resolve_store(store))
+    if held:
+        err.print(f"[yellow]note:[/] '{kb}' is open in {f'process {held.pid}' if held.pid else 'another process'}: "
+                  f"its manifest as last written")
+    out.print_json(json.dumps(manifest, ensure_ascii=False))
+
+
+def manifest_of(kb: str, store: Store) -> tuple[dict[str, Any], StoreHeld | None]:
+    """A KB's manifest, and the pid of the process holding it when another one does (``serve``): its shard
+    cannot be loaded here then, but its manifest, replaced whole on every write, can be read as it is."""
+    from babelrag.kb import KnowledgeBase
+    from babelrag.store.schema import check_kb_name
+
+    try:
+        with KnowledgeBase.open(kb, store) as handle:
+            return handle.manifest, None
+    except StoreHeld as held:
+        return store.manifest(check_kb_name(kb)), held
 
 
 @app.command()
