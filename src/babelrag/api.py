@@ -204,6 +204,11 @@ class KB:
         records = validate_all(_raw(data), defaults)
         return index_records(self.name, records, options=IngestOptions(defaults=defaults), kb=self._kb)
 
+    def delete(self, ids: Sequence[str] = (), *, doc_ids: Sequence[str] = ()) -> int:
+        """Remove records (all their chunks) by id and every passage of the given pages; returns how many
+        passages went."""
+        return self._kb.delete(ids=ids, doc_ids=doc_ids)
+
     def close(self) -> None:
         self._kb.close()
 
