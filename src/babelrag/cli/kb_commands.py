@@ -8,7 +8,21 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from babelrag.cli.common import KbOpt, LlmOpt, StoreOpt, app, err, out, split
+from babelrag.cli.common import (
+    PRESET_HELP,
+    RERANK_HELP,
+    SET_HELP,
+    CountryOpt,
+    KbOpt,
+    LlmOpt,
+    QueryLangOpt,
+    StoreOpt,
+    app,
+    choices,
+    err,
+    out,
+    split,
+)
 from babelrag.errors import BabelragError, StoreHeld
 
 if TYPE_CHECKING:
@@ -56,21 +70,22 @@ def search(
     query: Annotated[str, typer.Argument(help="The question.")],
     kb: KbOpt,
     store: StoreOpt = None,
-    preset: Annotated[str, typer.Option(help="Named configuration to start from.")] = "default",
-    mode: Annotated[Optional[str], typer.Option(help="keyword | vector | hybrid")] = None,
-    fusion: Annotated[Optional[str], typer.Option(help="Hybrid fusion: rrf | max | zscore")] = None,
-    rerank: Annotated[Optional[str], typer.Option(help="none | dense | cross-encoder:PATH")] = None,
+    preset: Annotated[str, typer.Option(help=PRESET_HELP)] = "default",
+    mode: Annotated[Optional[str], typer.Option(help=choices("mode"))] = None,
+    fusion: Annotated[Optional[str], typer.Option(help=f"Hybrid fusion: {choices('fusion')}")] = None,
+    rerank: Annotated[Optional[str], typer.Option(help=RERANK_HELP)] = None,
     threshold: Annotated[Optional[float], typer.Option(help="Drop candidates scoring below this (reranker scale).")] = None,
-    country: Annotated[Optional[str], typer.Option(help="The question's country: that country + global passages.")] = None,
-    lang: Annotated[Optional[str], typer.Option(help="Only passages in these languages (comma-separated).")] = None,
-    query_lang: Annotated[Optional[str], typer.Option(help="The question's language (default: detected).")] = None,
+    country: CountryOpt = None,
+    lang: Annotated[Optional[str], typer.Option(help="Only passages in these languages (ISO 639, comma-separated).")] = None,
+    query_lang: QueryLangOpt = None,
     k: Annotated[Optional[int], typer.Option("-k", help="How many passages to pass on.")] = None,
     llm: LlmOpt = None,
-    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Any config field: key=value.")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help=SET_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result and trace as JSON.")] = False,
 ) -> None:
     """Search a knowledge base; prints the passed passages (and the trace with --json)."""
     from babelrag.config import for_country, parse_overrides, preset_config
+    from babelrag.door import checked
     from babelrag.kb import KnowledgeBase
     from babelrag.retrieve.pipeline import Searcher
     from babelrag.types import Question
@@ -81,7 +96,9 @@ def search(
     overrides.update(parse_overrides(set_ or []))
     config = preset_config(preset, for_country(overrides, country))
     with KnowledgeBase.open(kb, store) as handle:
-        result = Searcher(handle, config).search(Question(query, lang=query_lang, country=country))
+        door = checked(Question(query, lang=query_lang, country=country), config, handle.manifest)
+        result = Searcher(handle, door.config).search(door.question)
+        door.noted(result.trace)
     if as_json:
         out.print_json(json.dumps(result.to_dict(), ensure_ascii=False, default=str))
         return

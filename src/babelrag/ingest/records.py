@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from babelrag.codes import iso_language
+from babelrag.codes import iso_language, language_code
 from babelrag.errors import InputError
 from babelrag.ingest.readers import RawRecord
 
@@ -66,6 +66,13 @@ class Defaults:
     lang: str | None = None
     country: str | None = None
     scope: Literal["global", "local"] | None = None
+
+    def __post_init__(self) -> None:
+        """A default code is checked even when every record has its own (a typo is still a typo)."""
+        if self.lang is not None:
+            object.__setattr__(self, "lang", language_code(self.lang, "lang"))
+        if self.country is not None:
+            object.__setattr__(self, "country", self.country.strip().upper())
 
 
 def validate(raw: RawRecord, defaults: Defaults) -> Located:
