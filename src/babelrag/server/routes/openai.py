@@ -156,7 +156,7 @@ def usable_presets(service: Service, tuned: bool) -> list[str]:
     """The presets a client can chat with here: each named one (and the composed ones) whose configuration
     this server accepts for a client, ``tuned`` only for a KB with a profile."""
     usable = []
-    for preset in (*PRESETS, *COMPOSED_PRESETS):
+    for preset in dict.fromkeys((DEFAULT_PRESET, "chat", *COMPOSED_PRESETS, *PRESETS)):  # the usual ones first
         if preset == "tuned" and not tuned:
             continue
         try:
