@@ -19,7 +19,8 @@ GLOBAL = {"id": "eu", "text": "Medicines bought in one EU country may be used in
 def store(tmp_path_factory: pytest.TempPathFactory) -> str:
     folder = tmp_path_factory.mktemp("door")
     babelrag.index("local", LOCAL, store=str(folder / "store"))
-    babelrag.index("mixed", [*LOCAL, GLOBAL], store=str(folder / "store"))
+    babelrag.index("mixed", [*LOCAL, GLOBAL, {"id": "nordic", "text": "Nordic pharmacies cooperate on rare medicines.",
+                                              "lang": "en", "country": "Nordics"}], store=str(folder / "store"))
     return str(folder / "store")
 
 
@@ -50,6 +51,8 @@ def test_the_api_checks_codes_and_warns_about_what_the_kb_lacks(store: str) -> N
         assert partly.trace.warnings() == ["scope failed (1 of the langs not in this knowledge base (it holds pl, sv)); "
                                            "searched the others"]
     with babelrag.open_kb("mixed", store) as kb:
+        assert "NORDICS" in kb.countries  # a label of the KB's own, not ISO: any case of it is that label
+        assert kb.search("rare medicines", country="nordics", k=1).evidence.doc_ids() == ["nordic"]
         finnish = kb.search("medicines", country="FI")
         assert finnish.evidence.doc_ids() == ["eu"]
         assert "country not in this knowledge base" in finnish.trace.warnings()[0]
