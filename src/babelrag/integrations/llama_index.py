@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from llama_index.core.bridge.pydantic import PrivateAttr
@@ -38,7 +39,7 @@ import babelrag
 from babelrag.api import KB, open_kb
 from babelrag.errors import ConfigError
 from babelrag.integrations import BOOKKEEPING, hit_metadata, record_of
-from babelrag.integrations.selection import Selection, search_selected, selection_of
+from babelrag.integrations.selection import search_selected, selection_of
 from babelrag.types import Hit
 
 
@@ -131,7 +132,7 @@ class BabelragVectorStore(BasePydanticVectorStore):
             raise ConfigError("query: babelrag searches text (query_str); it computes its own embeddings")
         selection = selection_of(conditions_of(query.filters))
         if query.doc_ids:
-            selection = Selection(selection.country, selection.langs, selection.scope, tuple(query.doc_ids))
+            selection = replace(selection, doc_ids=tuple(query.doc_ids))
         hits = search_selected(self.client, query.query_str, selection, k=query.similarity_top_k, settings={},
                                preset=self.preset, country=self.country)
         return VectorStoreQueryResult(nodes=[node_of(h) for h in hits], similarities=[float(h.score) for h in hits],

@@ -14,11 +14,11 @@ Field names may carry Haystack's ``meta.`` prefix.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from babelrag.errors import ConfigError
-from babelrag.types import Hit
+from babelrag.types import Hit, PassageFilter
 
 if TYPE_CHECKING:
     from babelrag.api import KB
@@ -27,16 +27,13 @@ OPERATORS = {"country": ("==",), "lang": ("==", "in"), "scope": ("==",), "doc_id
 POOL = 50  # candidates a post-selection reads when the settings do not say (SearchConfig's default)
 
 
-@dataclass(frozen=True, slots=True)
-class Selection:
-    country: str | None = None
-    langs: tuple[str, ...] = ()
-    scope: str | None = None
-    doc_ids: tuple[str, ...] = ()
+Selection = PassageFilter  # what a filter selects: babelrag's own passage filter, read as the policy above
 
-    def keeps(self, hit: Hit) -> bool:
-        return ((self.scope is None or hit.passage.scope == self.scope) and
-                (not self.doc_ids or hit.passage.doc_id in self.doc_ids))
+
+def keeps(selection: Selection, hit: Hit) -> bool:
+    """Whether a found passage is in the selection's scope and pages (country and languages were searched)."""
+    return ((selection.scope is None or hit.passage.scope == selection.scope) and
+            (not selection.doc_ids or hit.passage.doc_id in selection.doc_ids))
 
 
 def selection_of(conditions: Iterable[tuple[str, str, Any]]) -> Selection:
@@ -54,6 +51,8 @@ def selection_of(conditions: Iterable[tuple[str, str, Any]]) -> Selection:
         elif name == "lang":
             selection = replace(selection, langs=values)
         elif name == "scope":
+            if values[0] not in ("global", "local"):
+                raise ConfigError("filters: scope is global or local")
             selection = replace(selection, scope=values[0])
         else:
             selection = replace(selection, doc_ids=values)
@@ -84,4 +83,4 @@ def search_selected(kb: KB, query: str, selection: Selection, *, k: int, setting
     selecting = selection.scope is not None or bool(selection.doc_ids)
     depth = max(k, int(settings.get("candidates", POOL))) if selecting else k
     hits = kb.search(query, k=depth, settings=settings, **options).evidence.hits
-    return [hit for hit in hits if selection.keeps(hit)][:k]
+    return [hit for hit in hits if keeps(selection, hit)][:k]
