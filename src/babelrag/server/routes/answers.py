@@ -1,9 +1,12 @@
-"""``/search`` and ``/ask`` (optionally streamed as server-sent events).
+"""``/search`` and ``/ask`` (optionally streamed as server-sent events; ``/ask`` with a conversation's
+earlier turns makes the question standalone first).
 
 The key and the rate limit are checked before the body is read; the body is decoded and validated off
 the event loop; the work runs under the request's deadline and is called off when the client gets its
-504 or goes away. A search that queries a model passes the LLM gate, as every answer does; a question
-longer than one embedding window waits for the long-question slot (``Service.embedding_slot``).
+504 or goes away. Codes are checked against the KB (``door.py``): what it lacks is a warning in the
+response's ``warnings``, or a 400 when nothing could be found. A search that queries a model passes the
+LLM gate, as every answer does; a question longer than one embedding window waits for the long-question
+slot (``Service.embedding_slot``).
 """
 from __future__ import annotations
 
