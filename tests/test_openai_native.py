@@ -142,3 +142,20 @@ def test_a_follow_up_is_made_standalone_before_retrieval(client) -> None:  # noq
         Rewriting.rewrite = '{"question": "Gdzie kupię leki bez recepty w Polsce?"}'
     assert "A w Polsce?" in Rewriting.asked[-1]
     assert fallback.model_extra["warnings"][0].startswith("conversation failed")
+
+
+def test_ask_and_ask_stream_make_a_follow_up_standalone_too(client) -> None:  # noqa: ANN001
+    import babelrag
+
+    _, _, http = client
+    history = [{"role": "user", "content": "Var köper jag receptfria läkemedel i Sverige?"}]
+    answered = http.post("/ask", headers={"X-API-Key": READ},
+                         json={"kb": "pharma", "question": "A w Polsce?", "history": history}).json()
+    rewrite = next(s for s in answered["trace"]["steps"] if s["stage"] == "conversation")
+    assert rewrite["data"]["asked"] == "A w Polsce?"
+    assert rewrite["data"]["standalone"] == "Gdzie kupię leki bez recepty w Polsce?"
+    assert answered["citations"][0]["id"] == "pl"
+    with babelrag.open_kb("pharma", http.app.state.service.store.location) as kb:
+        *pieces, answer = kb.ask_stream("A w Polsce?", history=history, llm=Rewriting.name)
+    assert "".join(pieces) == "Apteka [1]." and answer.question.text == "Gdzie kupię leki bez recepty w Polsce?"
+    assert answer.trace.steps[0].stage == "conversation"  # the rewrite first, then the search it fed
