@@ -56,6 +56,7 @@ BAD = [
     ["copy", "--kb", "missing", "--to", "{tmp}/elsewhere"],
     ["info", "--kb", "missing"],
     ["languages", "--kb", "missing"],
+    ["languages", "--kb", "demo", "--set", "en,english"],
     ["eval", "--golden", "{tmp}/absent.jsonl", "--kb", "demo"],
     ["tune", "--kb", "demo", "--golden", "{tmp}/absent.jsonl"],
     ["bench", "--ladder", "nonsense", "--data", "{tmp}"],

@@ -221,18 +221,20 @@ def languages(
     store: StoreOpt = None,
 ) -> None:
     """The KB-language sets (per country, computed at ingest) that the kb_languages strategy searches in."""
+    from babelrag.codes import language_code
     from babelrag.kb import KnowledgeBase
     from babelrag.strategies.scope import kb_languages
 
+    chosen = [language_code(code, "--set") for code in split(set_)]
     with KnowledgeBase.open(kb, store) as handle:
         overrides = handle.manifest.setdefault("language_overrides", {})
         where = overrides.setdefault("countries", {}) if country else overrides
         key = country if country else "all"
         if clear:
             where.pop(key, None)
-        elif set_:
-            where[key] = list(split(set_))
-        if clear or set_:
+        elif chosen:
+            where[key] = chosen
+        if clear or chosen:
             handle.collection.write_manifest(handle.manifest)
         countries = [country] if country else [None, *sorted(handle.manifest["languages"].get("countries", {}))]
         for name in countries:
