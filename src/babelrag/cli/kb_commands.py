@@ -156,8 +156,8 @@ def copy(
 
 @app.command()
 def kbs(store: StoreOpt = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """List the knowledge bases in a store with their size and language mix."""
-    from babelrag.kb import KnowledgeBase, resolve_store
+    """List the knowledge bases in a store with their size and language mix (a store `serve` holds too)."""
+    from babelrag.kb import resolve_store
 
     resolved = resolve_store(store)
     rows = []
