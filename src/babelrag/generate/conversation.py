@@ -6,10 +6,15 @@ recent turns into one question that stands alone, in the user's language. ``LLMC
 configured model rewrite it as JSON constrained at decoding (``complete_json``); a rewrite that cannot
 be used — invalid JSON twice, an empty or looping question, the model unreachable — is a failure on the
 trace and the last turn is searched as written, so a conversation never fails because of its rewrite.
-The trace's ``conversation`` step shows what was asked and what was searched.
+A rewrite is checked before it is searched, like a translation: one that keeps less than half of the
+words the last turn adds to the conversation dropped what the user just asked (the 1.5B model often
+handed back the earlier question unchanged after "Und Jacksonville?"), and one longer than the turns it
+comes from together ran away; either is a failure, and the last turn is searched. The trace's
+``conversation`` step shows what was asked and what was searched.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Protocol
@@ -27,6 +32,23 @@ Turn = tuple[str, str]  # (role: "user" | "assistant", text)
 ROLES = ("user", "assistant")
 TURN_CHARS = 600  # of each earlier turn the rewriter reads: what a follow-up refers to is near its start
 FALLBACK = "searched the last turn as written"
+KEPT = 0.5  # share of the last turn's new words a rewrite must keep
+_WORD = re.compile(r"\w{3,}")
+
+
+def problem_of(rewrite: str, question: str, history: Sequence[Turn]) -> str:
+    """Why a rewrite cannot stand for the last turn ("" when it can): empty or looping, longer than the
+    turns it comes from together, or keeping less than half of the words the last turn adds."""
+    if not rewrite or loops(rewrite, ""):
+        return "an empty or looping question"
+    if len(rewrite) > len(question) + max((len(text) for _, text in history), default=0) + 40:
+        return "a question longer than the turns it comes from"
+    said = {word.casefold() for _, text in history for word in _WORD.findall(text)}
+    new = {word.casefold() for word in _WORD.findall(question)} - said
+    kept = new & {word.casefold() for word in _WORD.findall(rewrite)}
+    if new and len(kept) < KEPT * len(new):
+        return "the rewrite dropped what the last turn asks"
+    return ""
 
 
 class Condenser(Protocol):
@@ -90,12 +112,12 @@ class LLMCondenser:
             try:
                 text = complete_json(self.llm, self.messages(question.text, recent, lang), Standalone,
                                      role="conversation", trace=trace, max_tokens=self.max_tokens).question.strip()
-                problem = "" if text and not loops(text, "") else "an empty or looping question"
+                problem = problem_of(text, question.text, recent)
             except LLMError as error:
                 text, problem = "", str(error)
             if problem:
                 trace.fail("conversation", problem, FALLBACK)
-                step["standalone"] = None
+                step.update(standalone=None, rewrite=text)
                 return replace(question, lang=lang)
             step["standalone"] = text
         return replace(question, text=text, lang=lang, metadata={**question.metadata, "asked": question.text})
