@@ -47,3 +47,16 @@ def test_turns_come_from_chat_messages_or_pairs() -> None:
                 {"role": "assistant", "content": ""}, ("assistant", "Hej!"), {"role": "tool", "content": "x"}]
     assert turns_of(messages) == [("user", "Hej"), ("assistant", "Hej!")]
     assert LLMCondenser(Scripted("unused", lambda m: ""), None).standalone(Question("Hej"), [], Trace()).text == "Hej"
+
+
+def test_the_rewriting_model_is_the_configured_one(tmp_path, scripted) -> None:  # noqa: ANN001
+    import babelrag
+
+    rewriter = scripted(lambda messages: '{"question": "Gdzie kupię leki bez recepty w Polsce?"}')
+    answering = scripted(lambda messages: "Apteka [1].")
+    babelrag.index("pharma", [{"id": "pl", "text": "Apteka sprzedaje leki bez recepty w całej Polsce.", "lang": "pl",
+                               "country": "PL"}], store=str(tmp_path / "store"))
+    with babelrag.open_kb("pharma", str(tmp_path / "store")) as kb:
+        answer = kb.ask("A w Polsce?", history=SWEDEN, llm=answering, settings={"conversation_llm": rewriter})
+    calls = [(call.role, call.model) for call in answer.trace.llm_calls]
+    assert calls[0] == ("conversation", rewriter) and ("generator", answering) in calls

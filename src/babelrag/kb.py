@@ -239,7 +239,8 @@ def _drop_unfinished(store: Store, name: str) -> None:
     store.drop(name)  # a copy (or first ingest) that never finished: never served, safe to replace
 
 
-def resolve_store(store: Store | str | None) -> Store:
-    if store is None or isinstance(store, str):
-        return open_store(store or default_store())
+def resolve_store(store: Store | str | os.PathLike[str] | None) -> Store:
+    """A store, or where one is (a directory — a ``Path`` too —, a Qdrant URL, ``:memory:``; None: the default)."""
+    if store is None or isinstance(store, (str, os.PathLike)):
+        return open_store(str(store) if store else default_store())
     return store

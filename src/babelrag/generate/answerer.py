@@ -26,7 +26,8 @@ from babelrag.types import Answer, Context, Question, Trace
 class Answerer:
     def __init__(self, kb: KnowledgeBase, config: SearchConfig, cache: RetrievalCache | None = None,
                  condenser: Condenser | None = None):
-        """``condenser``: what makes a follow-up standalone (default: the config's LLM rewrites it)."""
+        """``condenser``: what makes a follow-up standalone (default: the config's ``conversation_llm``, else
+        its ``llm``, rewrites it)."""
         self.kb, self.config = kb, config
         self.searcher = Searcher(kb, config, cache) if config.context != "none" else None
         self.context = build_context(config.context) if config.context != "none" else None
@@ -36,7 +37,7 @@ class Answerer:
     def condenser(self) -> Condenser:
         """Built on first use: a single question never loads the rewriting model."""
         if self._condenser is None:
-            self._condenser = LLMCondenser(build_llm(self.config.llm), self._detect)
+            self._condenser = LLMCondenser(build_llm(self.config.conversation_llm or self.config.llm), self._detect)
         return self._condenser
 
     def ask(self, question: Question | str, on_text: Callable[[str], None] | None = None,
