@@ -62,7 +62,7 @@ def test_client_settings_are_bounded(store: str, tmp_path: Path, settings: dict,
     assert response.status_code == 422 and fragment in json.dumps(response.json())
 
 
-def test_costly_answers_are_capped_and_unknown_countries_are_not_errors(store: str, tmp_path: Path) -> None:
+def test_costly_answers_are_capped_and_unknown_countries_are_not_500s(store: str, tmp_path: Path) -> None:
     idle = Slow("never-called", 0.0)
     register_llm(idle.name, idle)
     with client_for(store, tmp_path, llm=idle.name) as client:
@@ -70,9 +70,15 @@ def test_costly_answers_are_capped_and_unknown_countries_are_not_errors(store: s
                                              "settings": {"generate_k": 50}})
         assert too_many.status_code == 400 and "generate_k: at most 3 with context dkm" in too_many.json()["detail"]
         # was a 500: no KB language for an unknown country meant zero paths in a thread pool of size 0
+        # now a country the KB does not hold, with no global passages to fall back on, is a 400 naming it
+        # (issue 25: nothing could be found); searched without the filter, it is a warning
         unknown = client.post("/search", json={"kb": "pharma", "question": "Wer gewann?", "preset": "chat",
                                                "country": "FI"})
-        assert unknown.status_code == 200 and unknown.json()["warnings"] and idle.calls == 0
+        assert unknown.status_code == 400 and unknown.json()["detail"].startswith("country:") and idle.calls == 0
+        unfiltered = client.post("/search", json={"kb": "pharma", "question": "Wer gewann?", "preset": "chat",
+                                                  "country": "FI", "settings": {"country_filter": False}})
+        assert unfiltered.status_code == 200 and any(w.startswith("scope failed (country not in this knowledge base")
+                                                     for w in unfiltered.json()["warnings"])
     register_llm(idle.name, None)
 
 

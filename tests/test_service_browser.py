@@ -53,3 +53,41 @@ def test_page_answers_with_citations_and_path_panels(tmp_path: Path) -> None:
         browser.close()
     service.close()
     assert not errors
+
+
+def test_page_asks_for_the_read_key_and_sends_the_language(tmp_path: Path, scripted) -> None:  # noqa: ANN001
+    """Under --read-key-file the page's own requests got 401 and it had nowhere to put a key; its form had no
+    language field."""
+    asked: list[str] = []
+
+    def answer(messages: list[dict[str, str]]) -> str:
+        asked.append(messages[0]["content"])
+        return "Apoteket [1]."
+
+    (tmp_path / "docs.jsonl").write_text("\n".join(json.dumps(d, ensure_ascii=False) for d in DOCS), encoding="utf-8")
+    index_sources("pharma", [str(tmp_path / "docs.jsonl")], str(tmp_path / "store"))
+    service = Service(str(tmp_path / "store"), tmp_path, frozenset(), scripted(answer),
+                      read_keys=frozenset({"reader-key-0123456789"}), defaults={"rerank": "dense"})
+    with ThreadedServer(create_app(service)) as base, playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(base)
+        page.wait_for_selector("#key-form:not([hidden])")
+        assert "needs a key" in page.locator("#status").inner_text()
+        page.fill("#api-key", "wrong")
+        page.click("#key-button")
+        page.wait_for_function("document.querySelector('#status').innerText.includes('refused')")
+        page.fill("#api-key", "reader-key-0123456789")
+        page.click("#key-button")
+        page.wait_for_function("document.querySelectorAll('#kb option').length > 0")
+        assert page.locator("#key-form").is_hidden()
+        page.fill("#question", "Var köper jag receptfria läkemedel?")
+        page.fill("#lang", "EN")  # a Swedish question, answered in the language the form names
+        page.click("#ask-button")
+        page.wait_for_function("document.querySelector('#status').innerText.includes('question language en')")
+        assert page.locator("#answer").inner_text().startswith("Apoteket")
+        browser.close()
+    service.close()
+    assert not errors and asked and "in English" in asked[0]

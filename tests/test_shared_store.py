@@ -143,3 +143,26 @@ def test_delete_by_ids_doc_ids_or_everything(store: str) -> None:
         assert kb.delete(everything=True) == 1 and kb.manifest["documents"] == 0
         with pytest.raises(ConfigError):
             kb.delete()
+
+
+def test_kbs_and_info_read_a_store_another_process_holds(store: str) -> None:
+    """`babelrag kbs` and `info` while `serve` (here: any process) holds the KB: its manifest as last
+    written, and which process holds it."""
+    from typer.testing import CliRunner
+
+    from babelrag.cli import app
+
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, babelrag; kb = babelrag.open_kb('kb', sys.argv[1]); "
+                               "print('open', flush=True); sys.stdin.read()", store],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        listed = CliRunner().invoke(app, ["kbs", "--json", "--store", store])
+        assert listed.exit_code == 0, listed.output
+        assert json.loads(listed.stdout) == [{"kb": "kb", "passages": 2, "documents": 2, "languages": {"sv": 1, "en": 1},
+                                             "countries": ["SE"], "held_by_pid": holder.pid}]
+        info = CliRunner().invoke(app, ["info", "--kb", "kb", "--store", store])
+        assert info.exit_code == 0 and json.loads(info.stdout)["documents"] == 2
+        assert f"open in process {holder.pid}" in info.stderr
+    finally:
+        holder.communicate("", timeout=60)

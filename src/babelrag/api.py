@@ -8,6 +8,9 @@
         answer = kb.ask("Where do I buy medicine?", preset="chat")     # an Answer, with citations
         for piece in kb.ask_stream("Var köper jag medicin?"):            # str pieces, then the Answer
             ...
+        follow_up = kb.ask("Och i Polen?", history=[("user", "Var köper jag medicin i Sverige?")])
+        result = await kb.asearch("…"); answer = await kb.aask("…")      # asyncio: off the event loop
+        async for piece in kb.aask_stream("…"): ...
 
 Results are the library's typed values (``SearchResult``, ``Answer``, ``Hit``, ``Passage``), each with
 its trace and ``to_dict()``. A configuration is a preset name (``babelrag.PRESETS``) plus settings
@@ -15,16 +18,19 @@ its trace and ``to_dict()``. A configuration is a preset name (``babelrag.PRESET
 """
 from __future__ import annotations
 
+import asyncio
 import queue
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from babelrag import deadline
 from babelrag.config import SearchConfig, for_country, preset_config
+from babelrag.door import Checked, checked
 from babelrag.generate.answerer import Answerer
+from babelrag.generate.conversation import turns_of
 from babelrag.ingest.pipeline import IngestOptions, IngestReport, index_records, index_sources
 from babelrag.ingest.readers import RawRecord
 from babelrag.ingest.records import Defaults, validate_all
@@ -34,6 +40,7 @@ from babelrag.store.base import Store
 from babelrag.types import Answer, Question, SearchResult
 
 Records = Iterable[Mapping[str, Any]]
+History = Sequence[Mapping[str, Any] | Sequence[str]]  # chat messages ({"role", "content"}) or (role, text)
 KEPT_CONFIGS = 16
 
 
@@ -89,42 +96,101 @@ class KB:
             kept.move_to_end(key)
             return kept[key]
 
+    def _checked(self, question: str, lang: str | None, country: str | None, config: SearchConfig) -> Checked:
+        """Codes checked against the KB (``door.py``): a bad one is a ``ConfigError`` naming the field."""
+        return checked(Question(question, lang, country), config, self._kb.manifest)
+
     def search(self, question: str, *, preset: str = "default", country: str | None = None, lang: str | None = None,
                k: int | None = None, settings: Mapping[str, Any] | None = None, llm: str | None = None) -> SearchResult:
         """The evidence for ``question`` (its language detected unless ``lang``), with its trace; any
         failed model call is on ``result.trace.failures`` (and ``warnings()``), never an exception.
         ``country``: only that country's passages and global ones (unless ``settings`` say
-        ``country_filter: False``: then it only picks the country's KB-language set)."""
-        return self._searcher(_config(preset, settings, country, k=k, llm=llm)).search(Question(question, lang, country))
+        ``country_filter: False``: then it only picks the country's KB-language set); one the KB does not
+        hold is a warning. ``lang`` and ``settings["langs"]`` are ISO 639 codes."""
+        door = self._checked(question, lang, country, _config(preset, settings, country, k=k, llm=llm))
+        result = self._searcher(door.config).search(door.question)
+        door.noted(result.trace)
+        return result
 
     def ask(self, question: str, *, preset: str = "multirag", country: str | None = None, lang: str | None = None,
-            settings: Mapping[str, Any] | None = None, llm: str | None = None) -> Answer:
-        """An answer in the question's language, citing the passages it used (``answer.citations``)."""
-        return self._answerer(_config(preset, settings, country, llm=llm)).ask(Question(question, lang, country))
+            settings: Mapping[str, Any] | None = None, llm: str | None = None, history: History = ()) -> Answer:
+        """An answer in the question's language, citing the passages it used (``answer.citations``).
+        ``history``: the conversation's earlier turns (chat messages or ``(role, text)`` pairs); the question
+        is then rewritten to stand alone before retrieval (the trace's ``conversation`` step)."""
+        door = self._checked(question, lang, country, _config(preset, settings, country, llm=llm))
+        answer = self._answerer(door.config).ask(door.question, history=turns_of(history))
+        door.noted(answer.trace)
+        return answer
 
     def ask_stream(self, question: str, *, preset: str = "multirag", country: str | None = None,
                    lang: str | None = None, settings: Mapping[str, Any] | None = None,
-                   llm: str | None = None) -> Iterator[str | Answer]:
+                   llm: str | None = None, history: History = ()) -> Iterator[str | Answer]:
         """Like ``ask``, yielding the answer's text as it is generated (``str`` pieces), then the ``Answer``."""
-        answerer = self._answerer(_config(preset, settings, country, llm=llm))
         events: queue.Queue[object] = queue.Queue()
-        # called off when the caller stops iterating (generation stops too); the caller's own deadline holds
-        budget = deadline.Budget(within=deadline.current())
-
-        def work() -> None:
-            try:
-                with deadline.limit(budget):
-                    events.put(answerer.ask(Question(question, lang, country), on_text=events.put))
-            except BaseException as error:  # noqa: BLE001 - handed to the caller's thread
-                events.put(error)
-
-        threading.Thread(target=work, daemon=True).start()
+        budget = self._answering(question, preset, country, lang, settings, llm, history, events.put)
         try:
             while True:
                 event = events.get()
                 if isinstance(event, BaseException):
                     raise event
                 yield event  # type: ignore[misc]
+                if isinstance(event, Answer):
+                    return
+        finally:
+            budget.cancel()
+
+    def _answering(self, question: str, preset: str, country: str | None, lang: str | None,
+                   settings: Mapping[str, Any] | None, llm: str | None, history: History,
+                   put: Callable[[object], None]) -> deadline.Budget:
+        """Start answering on a worker thread that ``put``s each text piece, then the ``Answer`` (or the
+        error). The returned budget calls it off when the caller stops listening (generation stops too);
+        the caller's own deadline holds."""
+        door = self._checked(question, lang, country, _config(preset, settings, country, llm=llm))
+        answerer, turns = self._answerer(door.config), turns_of(history)
+        budget = deadline.Budget(within=deadline.current())
+
+        def work() -> None:
+            try:
+                with deadline.limit(budget):
+                    answer = answerer.ask(door.question, on_text=put, history=turns)
+                door.noted(answer.trace)
+                put(answer)
+            except BaseException as error:  # noqa: BLE001 - handed to the caller's thread
+                put(error)
+
+        threading.Thread(target=work, daemon=True).start()
+        return budget
+
+    async def asearch(self, question: str, **options: Any) -> SearchResult:
+        """``search`` off the event loop (a worker thread), for asyncio applications."""
+        return await asyncio.to_thread(self.search, question, **options)
+
+    async def aask(self, question: str, **options: Any) -> Answer:
+        """``ask`` off the event loop; cancelling the awaiting task stops the work at its next check."""
+        budget = deadline.Budget(within=deadline.current())
+
+        def work() -> Answer:
+            with deadline.limit(budget):
+                return self.ask(question, **options)
+        try:
+            return await asyncio.to_thread(work)
+        finally:
+            budget.cancel()
+
+    async def aask_stream(self, question: str, *, preset: str = "multirag", country: str | None = None,
+                          lang: str | None = None, settings: Mapping[str, Any] | None = None,
+                          llm: str | None = None, history: History = ()) -> AsyncIterator[str | Answer]:
+        """``ask_stream`` for asyncio: text pieces as they are generated, then the ``Answer``; the event loop
+        never waits on the model, and leaving the loop early stops generation."""
+        loop, events = asyncio.get_running_loop(), asyncio.Queue()
+        budget = self._answering(question, preset, country, lang, settings, llm, history,
+                                 lambda event: loop.call_soon_threadsafe(events.put_nowait, event))
+        try:
+            while True:
+                event = await events.get()
+                if isinstance(event, BaseException):
+                    raise event
+                yield event
                 if isinstance(event, Answer):
                     return
         finally:
@@ -137,6 +203,11 @@ class KB:
         defaults = Defaults(lang=lang, country=country, scope=scope)  # type: ignore[arg-type]
         records = validate_all(_raw(data), defaults)
         return index_records(self.name, records, options=IngestOptions(defaults=defaults), kb=self._kb)
+
+    def delete(self, ids: Sequence[str] = (), *, doc_ids: Sequence[str] = ()) -> int:
+        """Remove records (all their chunks) by id and every passage of the given pages; returns how many
+        passages went."""
+        return self._kb.delete(ids=ids, doc_ids=doc_ids)
 
     def close(self) -> None:
         self._kb.close()

@@ -103,6 +103,9 @@ class SearchConfig(BaseModel):
     dkm_combine: Literal["sets", "pairs"] = "sets"
     dkm_parts: Literal["both", "translated", "refined"] = "both"  # the paper's ablations
     refiner: str | None = None  # DKM-RAG's rewriter LLM (default: the generator's, SPEC §4.3)
+    # the LLM that makes a conversation's follow-up standalone (default: ``llm``); measured on XQuAD
+    # follow-ups (benchmarks/conversation.py), the 1.5B model's rewrites help where the 0.5B's are refused
+    conversation_llm: str | None = None
     qtt_min_score: float | None = Field(None, ge=0, le=5)  # QTT's hard-filter variant
 
     @model_validator(mode="after")

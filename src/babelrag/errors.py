@@ -29,6 +29,19 @@ class StoreError(BabelragError):
     """The store can't be opened or reached."""
 
 
+class KBExists(StoreError, FileExistsError):
+    """A complete KB of that name is already in the target store: a copy never overwrites one."""
+
+
+class StoreHeld(StoreError):
+    """An embedded KB is open in another process (``pid``, when it wrote it): its manifest can still be
+    read (``babelrag kbs``/``info`` while ``serve`` holds the store), its shard cannot be loaded."""
+
+    def __init__(self, message: str, pid: int | None):
+        self.pid = pid
+        super().__init__(message)
+
+
 class IndexMismatch(BabelragError):
     """The index was built with other versions or models than this install would query it with."""
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from babelrag import deadline
-from babelrag.errors import ConfigError, IndexMismatch, KBNotFound, KBNotReady, KBUnreadable, StoreError
+from babelrag.errors import ConfigError, IndexMismatch, KBExists, KBNotFound, KBNotReady, KBUnreadable, StoreError
 from babelrag.json_store import digest
 from babelrag.models.embed import Embedder, build_embedder, embedder_from_manifest
 from babelrag.models.embed_cache import CachedEmbedder
@@ -232,13 +232,15 @@ def _drop_unfinished(store: Store, name: str) -> None:
     finally:
         collection.close()
     if unfinished is None or not unfinished.get("created"):
-        raise FileExistsError(f"{name!r} already exists in {store.location}; drop it first or pick another name")
+        raise KBExists(f"knowledge base '{name}' already exists in {store.location}; drop it first "
+                       f"(`babelrag delete --kb {name} --all --store ...`) or pick another name (--name)")
     if running:
         raise KBNotReady(name)
     store.drop(name)  # a copy (or first ingest) that never finished: never served, safe to replace
 
 
-def resolve_store(store: Store | str | None) -> Store:
-    if store is None or isinstance(store, str):
-        return open_store(store or default_store())
+def resolve_store(store: Store | str | os.PathLike[str] | None) -> Store:
+    """A store, or where one is (a directory — a ``Path`` too —, a Qdrant URL, ``:memory:``; None: the default)."""
+    if store is None or isinstance(store, (str, os.PathLike)):
+        return open_store(str(store) if store else default_store())
     return store

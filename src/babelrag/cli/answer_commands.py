@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from babelrag.cli.common import KbOpt, LlmOpt, StoreOpt, app, err, out
+from babelrag.cli.common import PRESET_HELP, SET_HELP, CountryOpt, KbOpt, LlmOpt, QueryLangOpt, StoreOpt, app, err, out
 
 
 @app.command()
@@ -18,27 +18,35 @@ def ask(
     question: Annotated[str, typer.Argument(help="The question.")],
     kb: KbOpt,
     store: StoreOpt = None,
-    preset: Annotated[str, typer.Option(help="Named configuration (query+context, e.g. chat+crossrag).")] = "default",
-    country: Annotated[Optional[str], typer.Option(help="The question's country: that country + global passages.")] = None,
-    query_lang: Annotated[Optional[str], typer.Option(help="The question's language (default: detected).")] = None,
+    preset: Annotated[str, typer.Option(help=PRESET_HELP)] = "default",
+    country: CountryOpt = None,
+    query_lang: QueryLangOpt = None,
     llm: LlmOpt = None,
-    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Any config field: key=value.")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help=SET_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print answer, citations and trace as JSON.")] = False,
 ) -> None:
-    """Answer a question from a knowledge base, in the question's language, citing the passages used."""
+    """Answer a question from a knowledge base, in the question's language, citing the passages used; the
+    answer streams to the terminal as it is generated."""
     from babelrag.config import for_country, parse_overrides, preset_config
+    from babelrag.door import checked
     from babelrag.generate.answerer import Answerer
     from babelrag.kb import KnowledgeBase
     from babelrag.types import Question
 
     config = preset_config(preset, for_country({**({"llm": llm} if llm else {}), **parse_overrides(set_ or [])},
                                                country))
+
+    def shown(piece: str) -> None:  # the answer as it is generated: nothing to wait for in silence
+        out.print(piece, end="", markup=False, highlight=False, soft_wrap=True)
+
     with KnowledgeBase.open(kb, store) as handle:
-        answer = Answerer(handle, config).ask(Question(question, lang=query_lang, country=country))
+        door = checked(Question(question, lang=query_lang, country=country), config, handle.manifest)
+        answer = Answerer(handle, door.config).ask(door.question, on_text=None if as_json else shown)
+        door.noted(answer.trace)
     if as_json:
         out.print_json(json.dumps(answer.to_dict(), ensure_ascii=False, default=str))
         return
-    out.print(f"[bold]{escape(answer.text)}[/]")
+    out.print()
     table = Table(title=f"sources ({answer.cited_how}; question language {answer.question.lang})")
     for column in ("#", "lang", "translated", "doc_id", "text"):
         table.add_column(column, overflow="fold")

@@ -3,20 +3,53 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Optional, get_args
 
 import typer
 from rich.console import Console
+
+from babelrag import __version__
+from babelrag.config import PRESETS, SearchConfig
+from babelrag.context import CONTEXTS
+from babelrag.models.rerank import RERANKERS
+from babelrag.strategies import STRATEGIES
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Multilingual retrieval-augmented generation, measured cell by cell.")
 out = Console()
 err = Console(stderr=True, soft_wrap=True, highlight=False)
 
+
+def _version(shown: bool) -> None:
+    if shown:
+        out.print(f"babelrag {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="Print the version and exit.")] = False) -> None:
+    """Multilingual retrieval-augmented generation, measured cell by cell."""
+
+
+def choices(field: str) -> str:
+    """A config field's allowed words, as the config itself defines them (help texts cannot drift)."""
+    return " | ".join(get_args(SearchConfig.model_fields[field].annotation))
+
+
+# help texts generated from the registries: a new preset, reranker, strategy or context shows up by itself
+PRESET_HELP = f"Named configuration: {', '.join(PRESETS)}; or several joined by '+' (e.g. chat+crossrag)."
+RERANK_HELP = f"Reranker: {RERANKERS}."
+SET_HELP = (f"Any config field: key=value (e.g. strategy={'|'.join(STRATEGIES)}; context=none|{'|'.join(CONTEXTS)}; "
+            f"delta.tau_low=0.5).")
+
 StoreOpt = Annotated[Optional[str], typer.Option("--store", help="KB store: a directory (embedded Qdrant Edge), "
                                                  "an http(s):// Qdrant URL, or :memory:. Default $BABELRAG_STORE "
                                                  "or ~/.babelrag/store.")]
 KbOpt = Annotated[str, typer.Option("--kb", help="Knowledge base name.")]
+CountryOpt = Annotated[Optional[str], typer.Option(help="The question's country (ISO 3166, any case): that country's "
+                                                   "passages + global ones.")]
+QueryLangOpt = Annotated[Optional[str], typer.Option(help="The question's language (ISO 639; default: detected).")]
 LlmOpt = Annotated[Optional[str], typer.Option("--llm", help="LLM for translation, HyDE, DELTA: a provisioned "
                                                 "model (babelrag models list), a .gguf path, or openai:MODEL@URL.")]
 ConcurrencyOpt = Annotated[Optional[int], typer.Option(

@@ -1,4 +1,4 @@
-"""Evaluation commands: eval, bench, report."""
+"""Evaluation commands: golden, eval, bench, report."""
 from __future__ import annotations
 
 import time
@@ -9,16 +9,38 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from babelrag.cli.common import DEFAULT_DATA, ConcurrencyOpt, LlmOpt, StoreOpt, app, err, out
+from babelrag.cli.common import DEFAULT_DATA, PRESET_HELP, SET_HELP, ConcurrencyOpt, LlmOpt, StoreOpt, app, err, out
 from babelrag.cli.common import split as comma_list
+
+
+@app.command()
+def golden(
+    sources: Annotated[list[str], typer.Argument(help="SQuAD/XQuAD-format JSON files, or CSV files with question "
+                                                     "and page columns (optional id, lang, country, answer).")],
+    kb: Annotated[str, typer.Option("--kb", help="The knowledge base the questions are about.")],
+    to: Annotated[Path, typer.Option("--out", help="The golden set to write (JSONL).")],
+    lang: Annotated[Optional[str], typer.Option(help="The questions' language (default: the file's .<lang>.json "
+                                                     "suffix, the row's, or detected).")] = None,
+    dev_share: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of articles (pages) tagged split=dev, "
+                                                                   "for `babelrag tune`; the rest are test.")] = 0.2,
+) -> None:
+    """Build a golden set for eval and tune from SQuAD/XQuAD files or a CSV of questions and their pages."""
+    from babelrag.evaluate.golden import save_golden
+    from babelrag.golden_sources import golden_from
+
+    questions = golden_from(sources, kb, lang, dev_share)
+    save_golden(questions, to)
+    dev = sum(q.tags.get("split") == "dev" for q in questions)
+    err.print(f"[green]wrote[/] {len(questions)} questions ({dev} dev, {len(questions) - dev} test; languages "
+              f"{', '.join(sorted({q.lang for q in questions}))}) to {to}")
 
 
 @app.command("eval")
 def evaluate(
     golden: Annotated[Path, typer.Option("--golden", help="Golden set (JSONL).")],
     kb: Annotated[Optional[str], typer.Option("--kb", help="Index to search (default: each question's own).")] = None,
-    preset: Annotated[str, typer.Option(help="Named configuration.")] = "default",
-    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Any config field: key=value.")] = None,
+    preset: Annotated[str, typer.Option(help=PRESET_HELP)] = "default",
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help=SET_HELP)] = None,
     out: Annotated[Optional[Path], typer.Option(help="Run folder (default runs/eval-<kb>-<preset>-<time>).")] = None,
     answer: Annotated[bool, typer.Option("--answer", help="Generate answers and score them too.")] = False,
     name: Annotated[Optional[str], typer.Option(help="Configuration name in metrics and reports.")] = None,

@@ -2,14 +2,31 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from babelrag.cli.common import KbOpt, LlmOpt, StoreOpt, app, err, out, split
-from babelrag.errors import BabelragError
+from babelrag.cli.common import (
+    PRESET_HELP,
+    RERANK_HELP,
+    SET_HELP,
+    CountryOpt,
+    KbOpt,
+    LlmOpt,
+    QueryLangOpt,
+    StoreOpt,
+    app,
+    choices,
+    err,
+    out,
+    split,
+)
+from babelrag.errors import BabelragError, StoreHeld
+
+if TYPE_CHECKING:
+    from babelrag.store.base import Store
 
 
 @app.command()
@@ -53,21 +70,22 @@ def search(
     query: Annotated[str, typer.Argument(help="The question.")],
     kb: KbOpt,
     store: StoreOpt = None,
-    preset: Annotated[str, typer.Option(help="Named configuration to start from.")] = "default",
-    mode: Annotated[Optional[str], typer.Option(help="keyword | vector | hybrid")] = None,
-    fusion: Annotated[Optional[str], typer.Option(help="Hybrid fusion: rrf | max | zscore")] = None,
-    rerank: Annotated[Optional[str], typer.Option(help="none | dense | cross-encoder:PATH")] = None,
+    preset: Annotated[str, typer.Option(help=PRESET_HELP)] = "default",
+    mode: Annotated[Optional[str], typer.Option(help=choices("mode"))] = None,
+    fusion: Annotated[Optional[str], typer.Option(help=f"Hybrid fusion: {choices('fusion')}")] = None,
+    rerank: Annotated[Optional[str], typer.Option(help=RERANK_HELP)] = None,
     threshold: Annotated[Optional[float], typer.Option(help="Drop candidates scoring below this (reranker scale).")] = None,
-    country: Annotated[Optional[str], typer.Option(help="The question's country: that country + global passages.")] = None,
-    lang: Annotated[Optional[str], typer.Option(help="Only passages in these languages (comma-separated).")] = None,
-    query_lang: Annotated[Optional[str], typer.Option(help="The question's language (default: detected).")] = None,
+    country: CountryOpt = None,
+    lang: Annotated[Optional[str], typer.Option(help="Only passages in these languages (ISO 639, comma-separated).")] = None,
+    query_lang: QueryLangOpt = None,
     k: Annotated[Optional[int], typer.Option("-k", help="How many passages to pass on.")] = None,
     llm: LlmOpt = None,
-    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Any config field: key=value.")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help=SET_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result and trace as JSON.")] = False,
 ) -> None:
     """Search a knowledge base; prints the passed passages (and the trace with --json)."""
     from babelrag.config import for_country, parse_overrides, preset_config
+    from babelrag.door import checked
     from babelrag.kb import KnowledgeBase
     from babelrag.retrieve.pipeline import Searcher
     from babelrag.types import Question
@@ -78,7 +96,9 @@ def search(
     overrides.update(parse_overrides(set_ or []))
     config = preset_config(preset, for_country(overrides, country))
     with KnowledgeBase.open(kb, store) as handle:
-        result = Searcher(handle, config).search(Question(query, lang=query_lang, country=country))
+        door = checked(Question(query, lang=query_lang, country=country), config, handle.manifest)
+        result = Searcher(handle, door.config).search(door.question)
+        door.noted(result.trace)
     if as_json:
         out.print_json(json.dumps(result.to_dict(), ensure_ascii=False, default=str))
         return
@@ -136,18 +156,18 @@ def copy(
 
 @app.command()
 def kbs(store: StoreOpt = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """List the knowledge bases in a store with their size and language mix."""
-    from babelrag.kb import KnowledgeBase, resolve_store
+    """List the knowledge bases in a store with their size and language mix (a store `serve` holds too)."""
+    from babelrag.kb import resolve_store
 
     resolved = resolve_store(store)
     rows = []
     for name in resolved.list():
         try:
-            with KnowledgeBase.open(name, resolved) as handle:
-                m = handle.manifest
-                rows.append({"kb": name, "passages": m["passages"], "documents": m["documents"],
-                             "languages": m["languages"].get("all", {}),
-                             "countries": sorted(m["languages"].get("countries", {}))})
+            m, held = manifest_of(name, resolved)
+            rows.append({"kb": name, "passages": m["passages"], "documents": m["documents"],
+                         "languages": m["languages"].get("all", {}),
+                         "countries": sorted(m["languages"].get("countries", {})),
+                         **({"held_by_pid": held.pid} if held else {})})
         except BabelragError as error:  # one broken KB does not hide the others
             rows.append({"kb": name, "warning": f"unreadable: {error}"})
     if as_json:
@@ -160,7 +180,8 @@ def kbs(store: StoreOpt = None, as_json: Annotated[bool, typer.Option("--json")]
         if "warning" in row:
             table.add_row(row["kb"], f"[yellow]{escape(row['warning'])}[/]", "", "", "")
             continue
-        table.add_row(row["kb"], str(row["passages"]), str(row["documents"]),
+        held = f" (open in pid {row['held_by_pid']})" if "held_by_pid" in row else ""
+        table.add_row(row["kb"] + held, str(row["passages"]), str(row["documents"]),
                       ", ".join(f"{k}:{v}" for k, v in sorted(row["languages"].items())), ", ".join(row["countries"]))
     out.print(table)
 
@@ -168,10 +189,26 @@ def kbs(store: StoreOpt = None, as_json: Annotated[bool, typer.Option("--json")]
 @app.command()
 def info(kb: KbOpt, store: StoreOpt = None) -> None:
     """Print a knowledge base's manifest (versions, models, language sets)."""
-    from babelrag.kb import KnowledgeBase
+    from babelrag.kb import resolve_store
 
-    with KnowledgeBase.open(kb, store) as handle:
-        out.print_json(json.dumps(handle.manifest, ensure_ascii=False))
+    manifest, held = manifest_of(kb, resolve_store(store))
+    if held:
+        err.print(f"[yellow]note:[/] '{kb}' is open in {f'process {held.pid}' if held.pid else 'another process'}: "
+                  f"its manifest as last written")
+    out.print_json(json.dumps(manifest, ensure_ascii=False))
+
+
+def manifest_of(kb: str, store: Store) -> tuple[dict[str, Any], StoreHeld | None]:
+    """A KB's manifest, and the pid of the process holding it when another one does (``serve``): its shard
+    cannot be loaded here then, but its manifest, replaced whole on every write, can be read as it is."""
+    from babelrag.kb import KnowledgeBase
+    from babelrag.store.schema import check_kb_name
+
+    try:
+        with KnowledgeBase.open(kb, store) as handle:
+            return handle.manifest, None
+    except StoreHeld as held:
+        return store.manifest(check_kb_name(kb)), held
 
 
 @app.command()
@@ -184,18 +221,20 @@ def languages(
     store: StoreOpt = None,
 ) -> None:
     """The KB-language sets (per country, computed at ingest) that the kb_languages strategy searches in."""
+    from babelrag.codes import language_code
     from babelrag.kb import KnowledgeBase
     from babelrag.strategies.scope import kb_languages
 
+    chosen = [language_code(code, "--set") for code in split(set_)]
     with KnowledgeBase.open(kb, store) as handle:
         overrides = handle.manifest.setdefault("language_overrides", {})
         where = overrides.setdefault("countries", {}) if country else overrides
         key = country if country else "all"
         if clear:
             where.pop(key, None)
-        elif set_:
-            where[key] = list(split(set_))
-        if clear or set_:
+        elif chosen:
+            where[key] = chosen
+        if clear or chosen:
             handle.collection.write_manifest(handle.manifest)
         countries = [country] if country else [None, *sorted(handle.manifest["languages"].get("countries", {}))]
         for name in countries:

@@ -1,37 +1,55 @@
 """Question → answer: search (any query strategy) → top ``generate_k`` → context strategy → generator.
 
 ``context=none`` is no-RAG: nothing is retrieved and the generator gets the no-evidence prompt.
+With earlier turns (``history``) the question is first made standalone (``conversation.py``), and the
+rest of the flow sees only that question; the generator answers it in the user's language.
 The search trace continues through the context and generation stages, so one trace shows the
 paths, the translations of the evidence and the answer with its costs.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from babelrag.config import SearchConfig
 from babelrag.context import build_context
+from babelrag.generate.conversation import Condenser, LLMCondenser, Turn
 from babelrag.generate.generator import generate
 from babelrag.kb import KnowledgeBase
 from babelrag.lang.detect import detector
+from babelrag.models.llm import build_llm
 from babelrag.retrieve.cache import RetrievalCache
 from babelrag.retrieve.pipeline import Searcher
 from babelrag.types import Answer, Context, Question, Trace
 
 
 class Answerer:
-    def __init__(self, kb: KnowledgeBase, config: SearchConfig, cache: RetrievalCache | None = None):
+    def __init__(self, kb: KnowledgeBase, config: SearchConfig, cache: RetrievalCache | None = None,
+                 condenser: Condenser | None = None):
+        """``condenser``: what makes a follow-up standalone (default: the config's ``conversation_llm``, else
+        its ``llm``, rewrites it)."""
         self.kb, self.config = kb, config
         self.searcher = Searcher(kb, config, cache) if config.context != "none" else None
         self.context = build_context(config.context) if config.context != "none" else None
         self._detect = detector(tuple(kb.manifest["detect_languages"]))
+        self._condenser = condenser
 
-    def ask(self, question: Question | str, on_text: Callable[[str], None] | None = None) -> Answer:
-        """``on_text`` receives the answer's text as it is generated."""
+    def condenser(self) -> Condenser:
+        """Built on first use: a single question never loads the rewriting model."""
+        if self._condenser is None:
+            self._condenser = LLMCondenser(build_llm(self.config.conversation_llm or self.config.llm), self._detect)
+        return self._condenser
+
+    def ask(self, question: Question | str, on_text: Callable[[str], None] | None = None,
+            history: Sequence[Turn] = ()) -> Answer:
+        """``on_text`` receives the answer's text as it is generated; ``history``: the earlier turns of a
+        conversation, ``(role, text)`` pairs (``conversation.turns_of`` reads chat messages)."""
         if isinstance(question, str):
             question = Question(question)
+        trace = Trace()
+        if history:
+            question = self.condenser().standalone(question, history, trace)
         if self.searcher is None or self.context is None:
-            trace = Trace()
             if question.lang is None:
                 with trace.step("detect", "question") as record:
                     lang, confidence = self._detect.detect(question.text)
@@ -40,7 +58,8 @@ class Answerer:
             search, context = None, Context("none")
         else:
             search = self.searcher.search(question)
-            question, trace = search.question, search.trace
+            trace.extend(search.trace)  # the conversation step first, then the search's own
+            question, search = search.question, replace(search, trace=trace)
             with trace.step("context", self.context.name, k=self.config.generate_k) as step:
                 context = self.context.build(question, search.evidence.hits[:self.config.generate_k], self.config,
                                              trace)

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from babelrag.codes import iso_language, language_code
 from babelrag.errors import InputError
 from babelrag.ingest.readers import RawRecord
 
@@ -36,12 +37,19 @@ class Document(BaseModel):
     @field_validator("lang")
     @classmethod
     def _iso_code(cls, value: str | None) -> str | None:
+        """The same check every search applies (``codes.py``): a KB never holds a code no search can name."""
         if value is None:
             return None
-        code = value.lower().replace("_", "-").split("-")[0]
-        if not code.isalpha() or not 2 <= len(code) <= 3:
+        code = iso_language(value)
+        if code is None:
             raise ValueError(f"'{value}' is not an ISO 639 language code (e.g. 'sv', 'zh')")
         return code
+
+    @field_validator("country")
+    @classmethod
+    def _country_case(cls, value: str | None) -> str | None:
+        """Countries are compared in upper case, as searches name them (``se`` is ``SE``)."""
+        return value.upper() if value else value
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +66,13 @@ class Defaults:
     lang: str | None = None
     country: str | None = None
     scope: Literal["global", "local"] | None = None
+
+    def __post_init__(self) -> None:
+        """A default code is checked even when every record has its own (a typo is still a typo)."""
+        if self.lang is not None:
+            object.__setattr__(self, "lang", language_code(self.lang, "lang"))
+        if self.country is not None:
+            object.__setattr__(self, "country", self.country.strip().upper())
 
 
 def validate(raw: RawRecord, defaults: Defaults) -> Located:

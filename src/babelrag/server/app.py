@@ -19,14 +19,15 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, HTTPException
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from babelrag import __version__
-from babelrag.server.bodies import problems
+from babelrag.server.openai_errors import on_http_error, on_invalid, refusal_body
 from babelrag.server.routes import answers, kbs, openai, pages, runs
 from babelrag.server.service import Service
 
@@ -43,7 +44,8 @@ class BodyLimit:
             return await self.app(scope, receive, send)
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            return await JSONResponse({"detail": f"body over {self.limit} bytes"}, 413)(scope, receive, send)
+            return await JSONResponse(refusal_body(scope.get("path", ""), 413, f"body over {self.limit} bytes"),
+                                      413)(scope, receive, send)
         seen = 0
 
         async def counted() -> dict[str, Any]:
@@ -55,12 +57,6 @@ class BodyLimit:
             return message
 
         await self.app(scope, counted, send)
-
-
-async def _invalid(_: Request, error: RequestValidationError) -> JSONResponse:
-    """Where and what, never the input: FastAPI's own handler echoes it (serialised on the event loop,
-    and a lone surrogate in it turned a 422 into a 500)."""
-    return JSONResponse({"detail": problems(error.errors())}, 422)
 
 
 def create_app(service: Service, cors_origins: list[str] | None = None) -> FastAPI:
@@ -75,7 +71,8 @@ def create_app(service: Service, cors_origins: list[str] | None = None) -> FastA
                   redoc_url=None,  # served by routes/pages.py, behind the read key
                   description="Multilingual retrieval-augmented generation: search, answers, ingest, cell reports.")
     app.state.service = service
-    app.add_exception_handler(RequestValidationError, _invalid)
+    app.add_exception_handler(RequestValidationError, on_invalid)
+    app.add_exception_handler(StarletteHTTPException, on_http_error)  # /v1 answers as OpenAI does
     app.add_middleware(BodyLimit, limit=service.max_body)
     if service.allowed_hosts:
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(service.allowed_hosts))

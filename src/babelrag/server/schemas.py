@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import re
 from functools import cache
-from typing import Any, get_origin
+from typing import Any, Literal, get_origin
 
-from iso3166 import countries_by_alpha2
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
+from babelrag.codes import iso_country, iso_language
 from babelrag.config import SearchConfig, for_country, make_config, preset_config
 from babelrag.errors import ConfigError
 
@@ -32,9 +32,28 @@ def country_code(value: str | None) -> str | None:
     """An ISO 3166 alpha-2 code, any case, as the upper-case code; anything else refused."""
     if value is None:
         return None
-    if not (isinstance(value, str) and value.upper() in countries_by_alpha2):
+    if not (isinstance(value, str) and iso_country(value)):
         raise ValueError("an ISO 3166 alpha-2 country code (e.g. \"SE\")")
     return value.upper()
+
+
+def language_code(value: str | None) -> str | None:
+    """An ISO 639 code (``index`` demands the same), as babelrag stores it; anything else refused."""
+    if value is None:
+        return None
+    code = iso_language(value) if isinstance(value, str) and re.fullmatch(LANG, value) else None
+    if code is None:
+        raise ValueError("an ISO 639 language code (e.g. \"sv\")")
+    return code
+
+
+class Turn(BaseModel):
+    """An earlier turn of a conversation (``/ask``'s ``history``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["user", "assistant"]
+    content: str = Field(min_length=1, max_length=2000)
 
 
 @cache
@@ -78,6 +97,11 @@ class SearchBody(BaseModel):
     def _iso_country(cls, value: str | None) -> str | None:
         return country_code(value)
 
+    @field_validator("lang")
+    @classmethod
+    def _iso_language(cls, value: str | None) -> str | None:
+        return language_code(value)
+
     @field_validator("settings")
     @classmethod
     def _whitelisted(cls, value: dict[str, Any]) -> dict[str, Any]:
@@ -97,10 +121,11 @@ class SearchBody(BaseModel):
                 raise ValueError(f"extra_paths: at most {LIMITS['extra_paths']}")
         langs = value.get("langs")
         if langs is not None and (not isinstance(langs, list) or len(langs) > LIMITS["langs"] or
-                                  not all(isinstance(lang, str) and re.fullmatch(LANG, lang) for lang in langs)):
+                                  not all(isinstance(lang, str) and re.fullmatch(LANG, lang) and iso_language(lang)
+                                          for lang in langs)):
             raise ValueError(f"langs: at most {LIMITS['langs']} ISO 639 codes (e.g. [\"sv\", \"en\"])")
         pivot = value.get("pivot")
-        if pivot is not None and not (isinstance(pivot, str) and re.fullmatch(LANG, pivot)):
+        if pivot is not None and not (isinstance(pivot, str) and re.fullmatch(LANG, pivot) and iso_language(pivot)):
             raise ValueError("pivot: an ISO 639 code (e.g. \"en\")")
         for name in ("candidates", "k", "max_paths", "answer_tokens"):
             if isinstance(value.get(name), int) and value[name] > LIMITS[name]:
@@ -124,3 +149,5 @@ class SearchBody(BaseModel):
 
 class AskBody(SearchBody):
     stream: bool = False
+    # earlier turns: the question is rewritten to stand alone before retrieval (generate/conversation.py)
+    history: list[Turn] = Field(default_factory=list, max_length=20)

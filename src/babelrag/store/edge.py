@@ -22,7 +22,7 @@ from typing import Any
 import qdrant_edge as qe
 
 from babelrag import deadline
-from babelrag.errors import KBNotFound, KBUnreadable, StoreError
+from babelrag.errors import KBNotFound, KBUnreadable, StoreError, StoreHeld
 from babelrag.store.schema import (
     DENSE,
     INTEGER_FIELDS,
@@ -238,9 +238,10 @@ class EdgeStore:
             handle.seek(0)
             owner = handle.read().strip()
             handle.close()
-            raise StoreError(f"knowledge base '{kb}' in {self.root} is open in another process"
-                             f"{f' (pid {owner})' if owner.isdigit() else ''} (embedded shards have one owner "
-                             f"process; use `babelrag serve` to share one)") from error
+            raise StoreHeld(f"knowledge base '{kb}' in {self.root} is open in another process"
+                            f"{f' (pid {owner})' if owner.isdigit() else ''} (embedded shards have one owner "
+                            f"process; use `babelrag serve` to share one)", int(owner) if owner.isdigit() else None) \
+                from error
         handle.seek(0)
         handle.truncate()
         handle.write(str(os.getpid()))

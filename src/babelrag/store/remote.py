@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -179,10 +180,12 @@ class RemoteStore:
             hnsw_config=qm.HnswConfigDiff(m=spec.hnsw_m, ef_construct=spec.hnsw_ef_construct,
                                           full_scan_threshold=spec.full_scan_threshold_kb),
             metadata={MANIFEST_KEY: manifest, **({JOURNAL_KEY: journal} if journal is not None else {})})
-        for field in KEYWORD_FIELDS:
-            self._client.create_payload_index(kb, field, qm.PayloadSchemaType.KEYWORD, wait=True)
-        for field in INTEGER_FIELDS:
-            self._client.create_payload_index(kb, field, qm.PayloadSchemaType.INTEGER, wait=True)
+        with warnings.catch_warnings():  # qdrant-client's local mode warns that it ignores them: a server needs them
+            warnings.filterwarnings("ignore", "Payload indexes have no effect", UserWarning)
+            for field in KEYWORD_FIELDS:
+                self._client.create_payload_index(kb, field, qm.PayloadSchemaType.KEYWORD, wait=True)
+            for field in INTEGER_FIELDS:
+                self._client.create_payload_index(kb, field, qm.PayloadSchemaType.INTEGER, wait=True)
         return RemoteCollection(kb, self._client, spec.hnsw_ef, self.location)
 
     def open(self, kb: str) -> RemoteCollection:

@@ -1,22 +1,28 @@
-"""``/search`` and ``/ask`` (optionally streamed as server-sent events).
+"""``/search`` and ``/ask`` (optionally streamed as server-sent events; ``/ask`` with a conversation's
+earlier turns makes the question standalone first).
 
 The key and the rate limit are checked before the body is read; the body is decoded and validated off
 the event loop; the work runs under the request's deadline and is called off when the client gets its
-504 or goes away. A search that queries a model passes the LLM gate, as every answer does; a question
-longer than one embedding window waits for the long-question slot (``Service.embedding_slot``).
+504 or goes away. Codes are checked against the KB (``door.py``): what it lacks is a warning in the
+response's ``warnings``, or a 400 when nothing could be found. A search that queries a model passes the
+LLM gate, as every answer does; a question longer than one embedding window waits for the long-question
+slot (``Service.embedding_slot``).
 """
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request, Response
 from fastapi.responses import StreamingResponse
 
 from babelrag.config import SearchConfig
+from babelrag.door import Checked, checked
 from babelrag.errors import ConfigError
 from babelrag.generate.answerer import Answerer
+from babelrag.kb import KnowledgeBase
 from babelrag.retrieve.pipeline import Searcher
 from babelrag.server.access import limited, reader, service_of
 from babelrag.server.bodies import parsed
@@ -45,8 +51,9 @@ def config_of(body: SearchBody, service: Service) -> SearchConfig:
         raise HTTPException(400, public(str(error))) from error
 
 
-def question_of(body: SearchBody) -> Question:
-    return Question(body.question, lang=body.lang, country=body.country)
+def door(body: SearchBody, config: SearchConfig, kb: KnowledgeBase) -> Checked:
+    """The question and configuration checked against what the KB holds (a warning, or a 400)."""
+    return checked(Question(body.question, lang=body.lang, country=body.country), config, kb.manifest)
 
 
 def _documented(model: type[SearchBody]) -> dict[str, Any]:
@@ -61,12 +68,13 @@ async def search(request: Request, service: Service = Depends(service_of)) -> Re
 
     def work() -> Response:
         kb = service.kb(body.kb)
-        searcher = Searcher(kb, config)
-        with service.embedding_slot(kb, body.question):
-            if not config.query_uses_llm():
-                return rendered(public_trace(searcher.search(question_of(body)).to_dict()))
-            with service.gate.enter():
-                return rendered(public_trace(searcher.search(question_of(body)).to_dict()))
+        checked = door(body, config, kb)
+        searcher = Searcher(kb, checked.config)
+        with service.embedding_slot(kb, body.question), \
+                (service.gate.enter() if config.query_uses_llm() else contextlib.nullcontext()):
+            result = searcher.search(checked.question)
+        checked.noted(result.trace)
+        return rendered(public_trace(result.to_dict()))
     return await run(service.timeout, work, request)
 
 
@@ -74,18 +82,21 @@ async def search(request: Request, service: Service = Depends(service_of)) -> Re
 async def ask(request: Request, service: Service = Depends(service_of)) -> Response:
     body = await parsed(request, AskBody)
     config = config_of(body, service)
+    history = [(turn.role, turn.content) for turn in body.history]
+
+    def answered(on_text: Callable[[str], None] | None = None) -> dict[str, Any]:
+        kb = service.kb(body.kb)
+        checked = door(body, config, kb)
+        with service.gate.enter():
+            answer = Answerer(kb, checked.config).ask(checked.question, on_text=on_text, history=history)
+        checked.noted(answer.trace)
+        return public_trace(answer.to_dict())
+
     if not body.stream:
-        def work() -> Response:
-            with service.gate.enter():
-                answer = Answerer(service.kb(body.kb), config).ask(question_of(body))
-            return rendered(public_trace(answer.to_dict()))
-        return await run(service.timeout, work, request)
+        return await run(service.timeout, lambda: rendered(answered()), request)
 
     def streamed(emit: Emit) -> None:  # stops at the deadline, or when the client goes away
-        with service.gate.enter():
-            answer = Answerer(service.kb(body.kb), config).ask(question_of(body),
-                                                               on_text=lambda t: emit("token", {"text": t}))
-        emit("answer", public_trace(answer.to_dict()))
+        emit("answer", answered(lambda t: emit("token", {"text": t})))
 
     async def stream() -> AsyncIterator[str]:
         async for kind, data in events_of(streamed, service.timeout):
