@@ -80,7 +80,8 @@ def kb(xquad_store: str):
 def _translating(bad_targets: set[str]) -> Callable[[list[dict[str, str]]], str]:
     """Translates the Super Bowl question into every asked key, looping for ``bad_targets``."""
     good = {"en": "How many points did the Panthers defense give up?", "de": "Wie viele Punkte gab die "
-            "Verteidigung der Panthers ab?", "zh": "黑豹队的防守丢了多少分？", "ar": "كم عدد النقاط التي تنازل عنها دفاع الفهود؟"}
+            "Verteidigung der Panthers ab?", "zh": "黑豹队的防守丢了多少分？", "ar": "كم عدد النقاط التي تنازل عنها دفاع الفهود؟",
+            "ru": "Сколько очков пропустила защита «Пантерз»?", "es": "¿Cuántos puntos permitió la defensa de los Panthers?"}
 
     def reply(messages: list[dict[str, str]]) -> str:
         asked = re.findall(r"\((\w\w)\)", messages[0]["content"])

@@ -23,7 +23,7 @@ from babelrag.evaluate.golden import GoldenQuestion, save_golden
 SCATTERED_INDEX = "xquad-scattered"
 MIXED_INDEX = "mixed"
 QUICK_ARTICLES = 10  # pages of this many articles in a quick build
-QUICK_PER_LANG = 30  # questions per language in a quick build
+QUICK_PER_LANG = 15  # questions per language in a quick build (quick is a smoke test of every layout)
 
 
 def scatter(pages: list[str], langs: list[str], seed: str) -> dict[str, str]:
@@ -85,7 +85,7 @@ def build_mixed(corpus: SquadCorpus, faq: Path, out: Path, quick: bool, seed: in
     faq_passages = [{**row, "id": f"mixed:{row['id']}"} for row in swefaq.passages(faq)]
     faq_golden = [q.model_copy(update={"id": f"mixed:{q.id}", "kb": "mixed", "index": MIXED_INDEX, "country": None,
                                        "tags": {**q.tags, "layout": "mixed"}})
-                  for q in swefaq.questions(faq, 40 if quick else None)]
+                  for q in swefaq.questions(faq, 20 if quick else None)]
     langs = [lang for lang in corpus.langs if lang != "sv"]
     passages, golden = scattered_part(corpus, langs, "mixed", MIXED_INDEX, "mixed", f"{seed}:mixed", quick, split_by)
     return _write(out, MIXED_INDEX, faq_passages + passages, faq_golden + golden,

@@ -121,7 +121,8 @@ def default_recipe(corpus: SquadCorpus, seed: int = 13, pivot: str = "en", quick
     pooled = [] if layout != "parallel" else articles[:4] if quick else articles
     return CellsRecipe(name="xquad-cells" if layout == "parallel" else "xquad-unique", layout=layout,
                        source=str(corpus.folder), seed=seed, pivot=pivot, countries=countries, split_by=split_by,
-                       questions_per_cell=20 if quick else None, pooled_articles=pooled,
+                       questions_per_cell=(20 if layout == "parallel" else 10) if quick else None,
+                       pooled_articles=pooled,
                        pooled_questions_per_lang=10 if quick else None)
 
 

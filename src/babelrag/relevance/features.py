@@ -38,6 +38,11 @@ KEYWORD_WEIGHT = 0.5  # the ``hybrid`` feature: zscore fusion's own combination 
 # and the keyword arm means there what it means in a monolingual engine; gating gives such paths their own
 # two weights (``mono_path``, ``hybrid:mono_path``: the calibrated hybrid order) instead of letting the
 # cross-lingual layouts, which dominate training, decide how much a Swedish FAQ's keywords count.
+# A path with fewer than ``FEW_CANDIDATES`` candidates is treated the same way: its language bias and
+# per-language peers cannot be measured on a handful of candidates (each is the best of its language), and
+# the cross-lingual weights, fitted on pools of about 60, would let a Polish page outrank the Swedish one a
+# Swedish question names (measured on a four-passage KB); the calibrated hybrid order ranks such paths.
+FEW_CANDIDATES = 10
 MONO = ("mono_path", "hybrid:mono_path")
 GATED = tuple(f"{name}:cross" for name in FEATURES if name not in MONO)
 FEATURES = FEATURES + GATED
@@ -123,7 +128,7 @@ def feature_matrix(hits: Sequence[Hit], request: SearchRequest, query_vector: np
     lang_z, lang_gap, lang_rank, cand_share = _within_language(dense, langs)
     page_langs, page_same, page_dense_gap, page_bm25 = _by_page(
         np.array([h.passage.doc_id for h in hits], dtype=object), langs, dense, bm25_norm, request.lang)
-    mono = float(same_lang.all())
+    mono = float(same_lang.all() or n < FEW_CANDIDATES)
     hybrid = dense_z + KEYWORD_WEIGHT * bm25_z
     columns = {
         "dense": dense, "dense_gap": dense_gap, "dense_z": dense_z,
