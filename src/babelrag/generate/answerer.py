@@ -17,6 +17,7 @@ from babelrag.generate.conversation import Condenser, LLMCondenser, Turn
 from babelrag.generate.generator import generate
 from babelrag.kb import KnowledgeBase
 from babelrag.lang.detect import detector
+from babelrag.models.bundle import Models
 from babelrag.models.llm import build_llm
 from babelrag.retrieve.cache import RetrievalCache
 from babelrag.retrieve.pipeline import Searcher
@@ -25,12 +26,13 @@ from babelrag.types import Answer, Context, Question, Trace
 
 class Answerer:
     def __init__(self, kb: KnowledgeBase, config: SearchConfig, cache: RetrievalCache | None = None,
-                 condenser: Condenser | None = None):
+                 condenser: Condenser | None = None, models: Models | None = None):
         """``condenser``: what makes a follow-up standalone (default: the config's ``conversation_llm``, else
-        its ``llm``, rewrites it)."""
+        its ``llm``, rewrites it); ``models``: what the strategies call (default: the config's)."""
         self.kb, self.config = kb, config
-        self.searcher = Searcher(kb, config, cache) if config.context != "none" else None
-        self.context = build_context(config.context) if config.context != "none" else None
+        self.models = models or Models(config)
+        self.searcher = Searcher(kb, config, cache, self.models) if config.context != "none" else None
+        self.context = build_context(config.context, self.models) if config.context != "none" else None
         self._detect = detector(tuple(kb.manifest["detect_languages"]))
         self._condenser = condenser
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from babelrag.config import SearchConfig
+from babelrag.search_config import SearchConfig
 from babelrag.generate.prompts import wording
 from babelrag.lang.ngrams import char3gram_recall
 from babelrag.models.llm import LLMError, build_llm

@@ -22,7 +22,7 @@ from babelrag import deadline, paths
 from babelrag.errors import ConfigError
 from babelrag.models.llm_types import LLM, Completion, LLMError, Message, OnText
 
-__all__ = ["LLM", "Completion", "LLMError", "LocalLLM", "Message", "OpenAILLM", "build_llm"]
+__all__ = ["LLM", "Completion", "LLMError", "LocalLLM", "Message", "OpenAILLM", "build_llm", "register_llm"]
 
 def _delta(chunk: dict[str, Any]) -> str:
     choices = chunk.get("choices") or [{}]
@@ -264,9 +264,18 @@ _registered: dict[str, LLM] = {}
 def build_llm(spec: str) -> LLM:
     """``NAME`` (a provisioned model, see ``babelrag models``), a ``.gguf`` path, ``openai:MODEL[@URL]``
     (URL default ``$BABELRAG_LLM_URL`` or ``$OPENAI_BASE_URL``; key from ``$OPENAI_API_KEY``), or a name
-    given to an LLM object with ``models.registry.register_llm``."""
+    given to an LLM object with ``register_llm``."""
     with _lock:
         return Bounded(_registered.get(spec) or _build(spec))
+
+
+def register_llm(name: str, llm: LLM | None) -> None:
+    """Make ``llm`` what ``build_llm(name)`` returns in this process; ``None`` removes it."""
+    with _lock:
+        if llm is None:
+            _registered.pop(name, None)
+        else:
+            _registered[name] = llm
 
 
 def slots_of(spec: str) -> int:
