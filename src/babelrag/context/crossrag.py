@@ -14,8 +14,7 @@ from babelrag.search_config import SearchConfig
 from babelrag.types import Context, ContextPassage, Hit, Question, Trace
 
 
-@CONTEXTS.register("crossrag", facts=Facts(llm_calls_per_passage=1, client_choosable=True, max_passages=5,
-                                             trace_stages=("translate",)),
+@CONTEXTS.register("crossrag", facts=Facts(llm_calls_per_passage=1, client_choosable=True, max_passages=5),
                    about="every passage translated into the pivot")
 class CrossRAG:
     name = "crossrag"

@@ -48,7 +48,7 @@ class DKMParams(BaseModel):
 # a translation and a refinement per passage
 @CONTEXTS.register("dkm", params=DKMParams,
                    facts=Facts(llm_calls_per_passage=2, client_choosable=True, max_passages=3,
-                               trace_stages=("translate", "refine")),
+                               trace_stages=("refine",)),
                    about="translated passages beside their refined rewrites (DKM-RAG)")
 class DKM:
     name = "dkm"

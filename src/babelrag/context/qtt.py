@@ -45,8 +45,7 @@ class QTTParams(BaseModel):
 
 # a translation and a quality judgement per passage
 @CONTEXTS.register("qtt", params=QTTParams,
-                   facts=Facts(llm_calls_per_passage=2, client_choosable=True, max_passages=5,
-                               trace_stages=("translate", "llm")),
+                   facts=Facts(llm_calls_per_passage=2, client_choosable=True, max_passages=5),
                    about="translated passages tagged with their judged translation quality")
 class QTT:
     name = "qtt"

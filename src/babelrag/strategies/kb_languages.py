@@ -34,8 +34,9 @@ class KBLanguagesParams(BaseModel):
     kb_targets: tuple[str, ...] = ()
 
 
+# one call for every language, and one more for each that came back in another language (max_paths 3)
 @STRATEGIES.register("kb_languages", params=KBLanguagesParams,
-                     facts=Facts(paths="several", llm_calls_per_question=1, client_choosable=True,
+                     facts=Facts(paths="several", llm_calls_per_question=4, client_choosable=True,
                                  trace_stages=("translate",)),
                      about="the question translated into the KB's languages, one path each")
 class KBLanguages:
