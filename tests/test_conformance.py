@@ -24,12 +24,14 @@ from babelrag.models.registry import register_llm
 from babelrag.registry import CONTEXTS, RERANKERS, STRATEGIES, Entry
 from babelrag.retrieve.pipeline import Searcher
 from babelrag.search_config import SearchConfig
+from babelrag.strategies.tuned import CellRule, Profile
+from babelrag.tune.runner import write_profile
 from babelrag.types import Question, Trace
 
 from conftest import small_squad
 
 QUESTION = Question("Wie viele Punkte gab die Verteidigung der Panthers ab?", lang="de")
-NEEDS_A_FILE = {"tuned": "a profile fitted by `babelrag tune`", "cross-encoder": "a cross-encoder directory"}
+NEEDS_A_DIRECTORY = {"cross-encoder": "a cross-encoder directory"}
 
 
 def _filled(schema: dict[str, Any], root: dict[str, Any], text: str) -> Any:
@@ -82,6 +84,16 @@ def conformance_kb(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
         yield kb
 
 
+@pytest.fixture(scope="session")
+def profile_dir(conformance_kb: KnowledgeBase, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A tuned profile for the KB (what `babelrag tune` writes): the question as written, everywhere."""
+    folder = tmp_path_factory.mktemp("profile")
+    write_profile(Profile(kb=conformance_kb.name, kb_created_at=conformance_kb.manifest["created_at"],
+                          embedder=conformance_kb.embedder.fingerprint(),
+                          global_rule=CellRule(option="as_written", threshold=0.01)), folder / "conf.yaml")
+    return str(folder)
+
+
 @pytest.fixture
 def fake_llm(request: pytest.FixtureRequest):  # noqa: ANN201
     """A fresh name per test: no completion or translation cached by an earlier test is reused."""
@@ -115,12 +127,9 @@ def test_parameters_are_configuration_fields(entry: Entry) -> None:
 
 @pytest.mark.parametrize("entry", STRATEGIES.entries(), ids=_ids(STRATEGIES.entries()))
 def test_query_strategy_runs_writes_its_stages_and_keeps_its_costs(entry: Entry, conformance_kb: KnowledgeBase,
-                                                                  fake_llm: SchemaFilling) -> None:
-    values = {"strategy": entry.name, "llm": fake_llm.name, "rerank": "learned", "merge": "max"}
-    if entry.name in NEEDS_A_FILE:
-        with pytest.raises(ConfigError, match="profile"):
-            Searcher(conformance_kb, make_config(values)).search(QUESTION)
-        pytest.skip(f"runs with {NEEDS_A_FILE[entry.name]} (tests/test_tune.py)")
+                                                                  fake_llm: SchemaFilling, profile_dir: str) -> None:
+    values = {"strategy": entry.name, "llm": fake_llm.name, "rerank": "learned", "merge": "max",
+              "profile": profile_dir}
     result = Searcher(conformance_kb, make_config(values)).search(QUESTION)
     assert result.evidence.hits, result.trace.failures
     assert set(entry.facts.trace_stages) <= _stages(result.trace)
@@ -148,7 +157,7 @@ def test_reranker_runs_and_writes_its_stage(entry: Entry, conformance_kb: Knowle
     if entry.argument:
         with pytest.raises(ConfigError, match="rerank"):
             Searcher(conformance_kb, make_config({"rerank": f"{entry.name}:/nonexistent"}))
-        pytest.skip(f"runs with {NEEDS_A_FILE[entry.name]} (tests/test_cross_encoder.py)")
+        pytest.skip(f"runs with {NEEDS_A_DIRECTORY[entry.name]} (tests/test_cross_encoder.py)")
     result = Searcher(conformance_kb, make_config({"rerank": entry.name})).search(QUESTION)
     assert result.evidence.hits
     assert ("rerank" in _stages(result.trace)) == (entry.name != "none")
@@ -156,12 +165,9 @@ def test_reranker_runs_and_writes_its_stage(entry: Entry, conformance_kb: Knowle
 
 @pytest.mark.parametrize("name", list(PRESETS))
 def test_every_preset_validates_and_searches(name: str, conformance_kb: KnowledgeBase,
-                                            fake_llm: SchemaFilling) -> None:
-    overrides = {"llm": fake_llm.name} if name != "tuned" else {}
-    config = preset_config(name, overrides)
+                                            fake_llm: SchemaFilling, profile_dir: str) -> None:
+    config = preset_config(name, {"llm": fake_llm.name, "profile": profile_dir})
     assert config.strategy in STRATEGIES and (config.context == NO_CONTEXT or config.context in CONTEXTS)
-    if name == "tuned":
-        pytest.skip(NEEDS_A_FILE["tuned"])
     result = Searcher(conformance_kb, config).search(QUESTION)
     assert result.evidence.hits or result.trace.failures
     declared = sum(STRATEGIES.facts(s).llm_calls_per_question for s in (config.strategy, *config.extra_paths))

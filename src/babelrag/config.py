@@ -18,6 +18,7 @@ import babelrag.models.rerank  # noqa: F401 - registers the rerankers
 import babelrag.models.registry  # noqa: F401 - registers the translators
 import babelrag.strategies  # noqa: F401 - registers the query strategies
 from babelrag.errors import ConfigError
+from babelrag.models.llm import check_llm
 from babelrag.registry import CONTEXTS, RERANKERS, STRATEGIES, TRANSLATORS, Facts
 from babelrag.search_config import CoralConfig, DeltaConfig, SearchConfig, validated
 
@@ -58,6 +59,9 @@ def _check_names(config: SearchConfig) -> None:
     if config.rerank != AUTO_RERANK:
         RERANKERS.entry(config.rerank, also=(AUTO_RERANK,))
     TRANSLATORS.entry(config.translator)
+    for field in ("llm", "generator", "refiner", "conversation_llm"):
+        if (spec := getattr(config, field)) is not None:
+            check_llm(spec, field)
 
 
 def _check_rules(config: SearchConfig) -> None:
