@@ -9,7 +9,6 @@ question's text for strings, the top of each range for numbers), so every struct
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
