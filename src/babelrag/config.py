@@ -13,10 +13,7 @@ from typing import Any
 
 import yaml
 
-import babelrag.context  # noqa: F401 - registers the context strategies
-import babelrag.models.rerank  # noqa: F401 - registers the rerankers
-import babelrag.models.registry  # noqa: F401 - registers the translators
-import babelrag.strategies  # noqa: F401 - registers the query strategies
+from babelrag.config_sections import NO_CONTEXT, flat_values  # imports every method: the registries are complete
 from babelrag.errors import ConfigError
 from babelrag.models.llm import check_llm
 from babelrag.registry import CONTEXTS, RERANKERS, STRATEGIES, TRANSLATORS, Facts
@@ -25,7 +22,6 @@ from babelrag.search_config import CoralConfig, DeltaConfig, SearchConfig, valid
 __all__ = ["PRESETS", "CoralConfig", "DeltaConfig", "SearchConfig", "finding_calls_llm", "for_country",
            "context_facts", "make_config", "parse_overrides", "plans_several_paths", "preset_config"]
 
-NO_CONTEXT = "none"  # no retrieval at all: the no-RAG baseline
 AUTO_RERANK = "auto"  # the learned reranker wherever a relevance model fits the KB (retrieve/pipeline.py)
 CONTEXT_CHOICES = (NO_CONTEXT, *CONTEXTS.names())
 
@@ -78,8 +74,9 @@ def _check_rules(config: SearchConfig) -> None:
 
 
 def make_config(values: dict[str, Any]) -> SearchConfig:
-    """A configuration from plain values: fields, then method names, then the methods' rules."""
-    config = validated(values)
+    """A configuration from plain values, flat or in sections (``config_sections``): fields, then method
+    names, then the methods' rules."""
+    config = validated(flat_values(values))
     _check_names(config)
     _check_rules(config)
     return config
