@@ -35,6 +35,8 @@ class Facts:
     ``client_choosable``: clients of the service may pick it (for query strategies: as an extra path).
     ``max_passages``: the most passages a client may hand it (each passage costs model calls).
     ``trace_stages``: the trace stages it writes when it runs.
+    ``seconds_budget``: the parameter (``section.field``) that caps the model seconds it spends on one
+    question; the service bounds it by the request's deadline.
     """
 
     paths: Literal["one", "several", "own", "resolved"] = "one"
@@ -43,6 +45,7 @@ class Facts:
     client_choosable: bool = False
     max_passages: int = 10
     trace_stages: tuple[str, ...] = ()
+    seconds_budget: str = ""
 
     @property
     def calls_llm(self) -> bool:

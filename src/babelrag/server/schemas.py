@@ -136,7 +136,8 @@ class SearchBody(BaseModel):
         return value
 
     def config(self, llm: str | None, defaults: dict[str, Any] | None = None, seconds: float | None = None) -> SearchConfig:
-        """The request's configuration; ``seconds`` (the request deadline) bounds CORAL's model budget."""
+        """The request's configuration; ``seconds`` (the request deadline) bounds the model seconds a strategy
+        that declares a budget (CORAL's loop) may spend."""
         base = preset_config(self.preset, for_country({**(defaults or {}), **self.settings}, self.country)).model_dump()
         if llm:
             base["llm"] = llm
@@ -145,8 +146,10 @@ class SearchBody(BaseModel):
         if base["generate_k"] > most:
             raise ConfigError(f"generate_k: at most {most} with context {base['context']} (each passage costs "
                               f"model calls)")
-        if seconds is not None:
-            base["coral"] = {**base["coral"], "max_seconds": min(base["coral"]["max_seconds"], 0.8 * seconds)}
+        budget = STRATEGIES.facts(base["strategy"]).seconds_budget
+        if seconds is not None and budget:
+            section, field = budget.split(".")
+            base[section] = {**base[section], field: min(base[section][field], 0.8 * seconds)}
         return make_config(base)
 
 

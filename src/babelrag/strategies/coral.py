@@ -149,7 +149,7 @@ _DEFAULT = CoralConfig()
 # per round a plan, a critique per passage and a sufficiency check, at the default rounds and passages
 @STRATEGIES.register("coral", params=CoralParams,
                      facts=Facts(paths="own", llm_calls_per_question=_DEFAULT.rounds * (2 + _DEFAULT.per_round_k),
-                                 trace_stages=("coral",)),
+                                 trace_stages=("coral",), seconds_budget="coral.max_seconds"),
                      about="CORAL's agent loop: plan, retrieve, critique, until the evidence suffices")
 class Coral:
     name = "coral"
