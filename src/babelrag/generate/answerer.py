@@ -67,7 +67,7 @@ class Answerer:
                                              trace)
                 step.update(passages=[{"number": cp.number, "id": cp.passage.id, "lang": cp.lang,
                                        "translated": cp.translated, "kind": cp.kind} for cp in context.passages])
-        text, citations, how = generate(question, context, self.config, trace, on_text,
+        text, citations, how = generate(question, context, self.config, self.models.generator, trace, on_text,
                                         asked=generator_query(question, trace, self.config))
         return Answer(question, text, citations, how, context, search, trace)
 
