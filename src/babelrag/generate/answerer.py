@@ -18,7 +18,6 @@ from babelrag.generate.generator import generate
 from babelrag.kb import KnowledgeBase
 from babelrag.lang.detect import detector
 from babelrag.models.bundle import Models
-from babelrag.models.llm import build_llm
 from babelrag.retrieve.cache import RetrievalCache
 from babelrag.retrieve.pipeline import Searcher
 from babelrag.types import Answer, Context, Question, Trace
@@ -39,7 +38,7 @@ class Answerer:
     def condenser(self) -> Condenser:
         """Built on first use: a single question never loads the rewriting model."""
         if self._condenser is None:
-            self._condenser = LLMCondenser(build_llm(self.config.conversation_llm or self.config.llm), self._detect)
+            self._condenser = LLMCondenser(self.models.rewriter, self._detect)
         return self._condenser
 
     def ask(self, question: Question | str, on_text: Callable[[str], None] | None = None,

@@ -17,12 +17,14 @@ from babelrag.search_config import SearchConfig
 
 class Models:
     """``llm`` plans and classifies; ``translator`` translates queries and passages; ``generator`` answers;
-    ``refiner`` rewrites passages (DKM-RAG, default: the generator). Any of them may be given ready-made."""
+    ``refiner`` rewrites passages (DKM-RAG, default: the generator); ``rewriter`` makes a conversation's
+    follow-up standalone (default: ``llm``). Any of them may be given ready-made."""
 
     def __init__(self, config: SearchConfig, *, llm: LLM | None = None, translator: Translator | None = None,
-                 generator: LLM | None = None, refiner: LLM | None = None):
+                 generator: LLM | None = None, refiner: LLM | None = None, rewriter: LLM | None = None):
         self.config = config
-        for name, given in (("llm", llm), ("translator", translator), ("generator", generator), ("refiner", refiner)):
+        for name, given in (("llm", llm), ("translator", translator), ("generator", generator), ("refiner", refiner),
+                            ("rewriter", rewriter)):
             if given is not None:
                 self.__dict__[name] = given  # what cached_property would have stored
 
@@ -37,6 +39,10 @@ class Models:
     @cached_property
     def generator(self) -> LLM:
         return build_llm(self.config.generator or self.config.llm)
+
+    @cached_property
+    def rewriter(self) -> LLM:
+        return build_llm(self.config.conversation_llm or self.config.llm)
 
     @cached_property
     def refiner(self) -> LLM:
