@@ -1,5 +1,5 @@
 """Every registered method keeps its word: its parameters validate against the configuration, it runs on a
-small real KB with a fake LLM, it writes the trace stages it declares, and it calls the model no more
+small real KB with a fake LLM handed in (``Models``), it writes the trace stages it declares, and it calls the model no more
 often than its facts say (the service's caps and the runs' cost accounting trust those facts).
 
 Parametrised over the registries and the presets, so a new strategy, context, reranker or preset is
@@ -19,7 +19,8 @@ from babelrag.generate.answerer import Answerer
 from babelrag.ingest.pipeline import index_sources
 from babelrag.kb import KnowledgeBase
 from babelrag.models.llm import Completion
-from babelrag.models.registry import register_llm
+from babelrag.models.bundle import Models
+from babelrag.models.translate import LLMTranslator
 from babelrag.registry import CONTEXTS, RERANKERS, STRATEGIES, Entry
 from babelrag.retrieve.pipeline import Searcher
 from babelrag.search_config import SearchConfig
@@ -94,12 +95,14 @@ def profile_dir(conformance_kb: KnowledgeBase, tmp_path_factory: pytest.TempPath
 
 
 @pytest.fixture
-def fake_llm(request: pytest.FixtureRequest):  # noqa: ANN201
-    """A fresh name per test: no completion or translation cached by an earlier test is reused."""
-    llm = SchemaFilling(f"conformance-{request.node.name}")
-    register_llm(llm.name, llm)
-    yield llm
-    register_llm(llm.name, None)
+def fake_llm(request: pytest.FixtureRequest) -> SchemaFilling:
+    return SchemaFilling(f"conformance-{request.node.name}")
+
+
+def handed(config: SearchConfig, llm: SchemaFilling) -> Models:
+    """Every model a method may call is the fake, handed in as the pipeline hands in the real ones; the
+    translator is not behind the persistent cache, so every call is counted."""
+    return Models(config, llm=llm, translator=LLMTranslator(llm), generator=llm, refiner=llm, rewriter=llm)
 
 
 def _stages(trace: Trace) -> set[str]:
@@ -127,9 +130,8 @@ def test_parameters_are_configuration_fields(entry: Entry) -> None:
 @pytest.mark.parametrize("entry", STRATEGIES.entries(), ids=_ids(STRATEGIES.entries()))
 def test_query_strategy_runs_writes_its_stages_and_keeps_its_costs(entry: Entry, conformance_kb: KnowledgeBase,
                                                                   fake_llm: SchemaFilling, profile_dir: str) -> None:
-    values = {"strategy": entry.name, "llm": fake_llm.name, "rerank": "learned", "merge": "max",
-              "profile": profile_dir}
-    result = Searcher(conformance_kb, make_config(values)).search(QUESTION)
+    config = make_config({"strategy": entry.name, "rerank": "learned", "merge": "max", "profile": profile_dir})
+    result = Searcher(conformance_kb, config, models=handed(config, fake_llm)).search(QUESTION)
     assert result.evidence.hits, result.trace.failures
     assert set(entry.facts.trace_stages) <= _stages(result.trace)
     assert fake_llm.calls <= entry.facts.llm_calls_per_question
@@ -140,9 +142,9 @@ def test_query_strategy_runs_writes_its_stages_and_keeps_its_costs(entry: Entry,
 def test_context_strategy_runs_writes_its_stages_and_keeps_its_costs(entry: Entry, conformance_kb: KnowledgeBase,
                                                                     fake_llm: SchemaFilling) -> None:
     passages = 2
-    config = make_config({"context": entry.name, "llm": fake_llm.name, "generate_k": passages})
+    config = make_config({"context": entry.name, "generate_k": passages})
     question = Question("How many points did the Panthers defense surrender?", lang="tr")  # every passage foreign
-    answer = Answerer(conformance_kb, config).ask(question)
+    answer = Answerer(conformance_kb, config, models=handed(config, fake_llm)).ask(question)
     assert answer.context.passages and answer.context.strategy == entry.name
     assert set(entry.facts.trace_stages) <= _stages(answer.trace)
     generator_calls = 1
@@ -165,9 +167,9 @@ def test_reranker_runs_and_writes_its_stage(entry: Entry, conformance_kb: Knowle
 @pytest.mark.parametrize("name", list(PRESETS))
 def test_every_preset_validates_and_searches(name: str, conformance_kb: KnowledgeBase,
                                             fake_llm: SchemaFilling, profile_dir: str) -> None:
-    config = preset_config(name, {"llm": fake_llm.name, "profile": profile_dir})
+    config = preset_config(name, {"profile": profile_dir})
     assert config.strategy in STRATEGIES and (config.context == NO_CONTEXT or config.context in CONTEXTS)
-    result = Searcher(conformance_kb, config).search(QUESTION)
+    result = Searcher(conformance_kb, config, models=handed(config, fake_llm)).search(QUESTION)
     assert result.evidence.hits or result.trace.failures
     declared = sum(STRATEGIES.facts(s).llm_calls_per_question for s in (config.strategy, *config.extra_paths))
     assert fake_llm.calls <= declared
