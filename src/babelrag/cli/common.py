@@ -39,7 +39,7 @@ def choices(field: str) -> str:
 PRESET_HELP = f"Named configuration: {', '.join(PRESETS)}; or several joined by '+' (e.g. chat+crossrag)."
 RERANK_HELP = f"Reranker: auto, {RERANKERS.known()}."
 SET_HELP = (f"Any config field: key=value (e.g. strategy={'|'.join(STRATEGIES)}; context={'|'.join(CONTEXT_CHOICES)}; "
-            f"delta.tau_low=0.5).")
+            f"delta.tau_low=0.5), or in sections: query.hyde_lang=pivot, selection.k=5, answer.context=dkm.")
 
 StoreOpt = Annotated[Optional[str], typer.Option("--store", help="KB store: a directory (embedded Qdrant Edge), "
                                                  "an http(s):// Qdrant URL, or :memory:. Default $BABELRAG_STORE "
