@@ -194,12 +194,13 @@ def test_cold_runs_embed_every_question_afresh(xquad_store: str, small_xquad: li
 
 
 def test_non_parallel_layouts_hold_each_page_in_one_language(tmp_path: Path) -> None:
-    from babelrag.bench.datasets import DATASETS, Sources
+    from babelrag.bench.datasets import Sources
+    from babelrag.registry import DATASETS
 
     data = other_folder(tmp_path / "data", langs=("en", "de", "zh", "ar"), articles=6, paragraphs=2)
     sources = Sources.locate(data, quick=False, seed=5)
     for name in ("xquad-scattered", "xquad-unique"):
-        built = DATASETS[name].build(sources, tmp_path / name)
+        built = DATASETS.make(name).build(sources, tmp_path / name)
         rows = [r for path in built["indexes"].values() for r in read_jsonl(path)]
         langs_of = collections.defaultdict(set)
         for row in rows:
@@ -222,13 +223,14 @@ def test_non_parallel_layouts_hold_each_page_in_one_language(tmp_path: Path) -> 
 
 
 def test_the_mixed_layout_puts_the_swedish_faq_beside_other_languages(tmp_path: Path) -> None:
-    from babelrag.bench.datasets import DATASETS, Sources
+    from babelrag.bench.datasets import Sources
+    from babelrag.registry import DATASETS
 
     data = tmp_path / "data"
     other_folder(data / "xquad-dev", langs=("en", "de"), articles=3, paragraphs=2)
     (data / "swefaq-dev").mkdir(parents=True)
     (data / "swefaq-dev" / "swefaq_dev.jsonl").write_bytes((DATA / "swefaq-dev" / "swefaq_dev.jsonl").read_bytes())
-    built = DATASETS["mixed"].build(Sources.locate(data, quick=True), tmp_path / "mixed")
+    built = DATASETS.make("mixed").build(Sources.locate(data, quick=True), tmp_path / "mixed")
     rows = read_jsonl(built["indexes"]["mixed"])
     assert {r["lang"] for r in rows} == {"sv", "en", "de"}
     golden = load_golden(built["golden"])

@@ -107,3 +107,23 @@ def test_version_help_from_registries_golden_and_a_streamed_answer(store: str, t
     code, shown, _ = run(capsys, monkeypatch, "ask", "Vad är Sveriges huvudstad?", "--kb", "demo", "--country", "se",
                          "--llm", scripted(lambda messages: "Stockholm [1]."))
     assert code == 0 and shown.startswith("Stockholm [1].\n") and "sources (cited" in shown
+
+
+@pytest.mark.parametrize("setting, known", [("context", "multirag"), ("strategy", "kb_languages"),
+                                            ("rerank", "learned"), ("translator", "mt:PATH"),
+                                            ("extra_paths", "hyde")])
+def test_an_unknown_method_name_fails_before_any_search(store: str, capsys, monkeypatch,  # noqa: ANN001
+                                                        setting: str, known: str) -> None:
+    monkeypatch.setenv("BABELRAG_STORE", store)
+    code, out, err = run(capsys, monkeypatch, "search", "Vad är huvudstaden?", "--kb", "demo", "--set",
+                         f"{setting}=nope")
+    assert code not in (0, None) and out == ""  # nothing was searched
+    [line] = [line for line in err.splitlines() if line.strip()]
+    assert line.startswith(f"error: {setting}: unknown ") and "'nope'" in line and known in line
+
+
+def test_an_unknown_name_is_never_echoed_whole(store: str, capsys, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setenv("BABELRAG_STORE", store)
+    long_name = "x" * 5000
+    code, _, err = run(capsys, monkeypatch, "search", "q", "--kb", "demo", "--set", f"context={long_name}")
+    assert code not in (0, None) and "error: context: unknown" in err and long_name not in err and len(err) < 400

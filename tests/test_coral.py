@@ -17,6 +17,7 @@ from babelrag.evaluate.report import markdown
 from babelrag.generate.answerer import Answerer
 from babelrag.ingest.pipeline import index_sources
 from babelrag.kb import KnowledgeBase
+from babelrag.models.bundle import Models
 from babelrag.models.llm import Completion
 from babelrag.retrieve.pipeline import Searcher
 from babelrag.strategies import coral
@@ -103,23 +104,22 @@ def search(requests, trace):  # noqa: ANN001, ANN201 - the search stage, over th
                                                      request.label) for i, pid in enumerate(ids)))
 
 
-def loop(script: Script, monkeypatch: pytest.MonkeyPatch, **options: Any):  # noqa: ANN201
+def loop(script: Script, **options: Any):  # noqa: ANN201
     from babelrag.types import Trace
 
-    monkeypatch.setattr(coral, "build_llm", lambda spec: script)
     config = preset_config("coral", {"coral": {"per_round_k": 2, **options}, "country_filter": False})
     trace = Trace()
-    ranking = coral.Coral().loop(Question("Who wrote the Masque of Anarchy?", "en"), FakeKB(), config, trace,
-                                 search)
+    ranking = coral.Coral(Models(config, llm=script)).loop(Question("Who wrote the Masque of Anarchy?", "en"), FakeKB(),
+                                                          config, trace, search)
     return ranking, next(s.data for s in trace.steps if s.stage == "coral"), trace
 
 
-def test_loop_accumulates_rewrites_and_stops_when_sufficient(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_loop_accumulates_rewrites_and_stops_when_sufficient() -> None:
     script = Script(plans=[{"corpora": ["en"]},
                            {"corpora": ["de", "en"], "rewrite_type": "narrow", "query": "Masque of Anarchy 1819"}],
                     critic={"en1": (5, 5, 4, 5), "en2": (2, 1, 3, 4), "de1": (5, 5, 5, 5), "de2": (1, 1, 1, 1)},
                     sufficient=[False, True])
-    ranking, step, trace = loop(script, monkeypatch)
+    ranking, step, trace = loop(script)
     assert [r["corpora"] for r in step["rounds"]] == [["en"], ["de", "en"]]
     assert step["rounds"][1]["rewrite_type"] == "narrow" and step["rounds"][1]["query_used"] == "Masque of Anarchy 1819"
     assert step["stopped"] == "sufficient" and ranking.scorer == "critic"
@@ -132,29 +132,29 @@ def test_loop_accumulates_rewrites_and_stops_when_sufficient(monkeypatch: pytest
     assert summary["evidence_langs"] == {"de": 0.5, "en": 0.5} and summary["rewrites"] == {"narrow": 1}
 
 
-def test_loop_stops_on_a_repeated_plan_a_budget_and_flags_no_evidence(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_loop_stops_on_a_repeated_plan_a_budget_and_flags_no_evidence() -> None:
     nothing = {"en1": (2, 2, 2, 2), "en2": (1, 1, 1, 1), "de1": (2, 2, 2, 2), "de2": (1, 1, 1, 1)}
     ranking, step, trace = loop(Script([{"corpora": ["de", "en"]}, {"corpora": ["en", "de"], "rewrite_type": "none"}],
-                                       nothing, []), monkeypatch)
+                                       nothing, []))
     assert step["stopped"] == "plan repeated" and not ranking.hits and step["no_evidence"]
     assert not any(c.role == "sufficiency" for c in trace.llm_calls)  # nothing validated: no call needed
-    _, step, trace = loop(Script([{"corpora": ["en"]}] * 3, nothing, []), monkeypatch, max_tokens=250)
+    _, step, trace = loop(Script([{"corpora": ["en"]}] * 3, nothing, []), max_tokens=250)
     assert step["stopped"] == "budget:tokens" and step["agent_tokens"] >= 250
-    _, step, _ = loop(Script([{"corpora": ["de"]}], nothing, []), monkeypatch, critic=False)
+    _, step, _ = loop(Script([{"corpora": ["de"]}], nothing, []), critic=False)
     assert step["stopped"] == "no critic" and [h[0] for h in step["evidence"]] == ["de2", "de1"]
 
 
-def test_unknown_corpora_are_refused_repaired_once_then_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unknown_corpora_are_refused_repaired_once_then_reported() -> None:
     judged = dict.fromkeys(PASSAGES, (3, 3, 3, 3))
-    _, step, trace = loop(Script([{"corpora": ["sv"]}, {"corpora": ["de"]}], judged, []), monkeypatch, critic=False)
+    _, step, trace = loop(Script([{"corpora": ["sv"]}, {"corpora": ["de"]}], judged, []), critic=False)
     assert step["rounds"][0]["corpora"] == ["de"] and [c.role for c in trace.llm_calls] == ["planner", "planner:repair"]
-    _, step, _ = loop(Script([{"corpora": ["sv"]}, {"corpora": ["xx"]}], judged, []), monkeypatch, critic=False)
+    _, step, _ = loop(Script([{"corpora": ["sv"]}, {"corpora": ["xx"]}], judged, []), critic=False)
     first = step["rounds"][0]
     assert first["corpora"] == ["en"] and "xx" in first["planner_error"] and "'en' or 'de'" in first["planner_error"]
 
 
 def test_coral_config_rules() -> None:
-    with pytest.raises(ConfigError, match="critic totals"):
+    with pytest.raises(ConfigError, match="ranks its evidence itself"):
         preset_config("coral", {"threshold": 0.8})
     with pytest.raises(ConfigError, match="extra_paths"):
         preset_config("chat", {"extra_paths": ["coral"]})
@@ -186,6 +186,6 @@ def test_coral_with_the_real_small_model(xquad_kb: KnowledgeBase) -> None:
     assert {c.role for c in result.trace.llm_calls} >= {"planner", "critic"}
     answer = Answerer(xquad_kb, preset_config("coral-select", {"llm": llm})).ask(question)
     assert answer.text.strip() and answer.search is not None and answer.search.evidence.hits
-    report = markdown({"configs": {"CORAL": {"overall": {"n": 1, "coral": loop_summary(
+    report = markdown({"configs": {"CORAL": {"overall": {"n": 1, "loop": loop_summary(
         [{"trace": result.trace.to_dict()}])}, "cells": []}}, "comparisons": []})
-    assert "## CORAL loop" in report
+    assert "## Strategy loop" in report

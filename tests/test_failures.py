@@ -14,6 +14,7 @@ from conftest import Scripted
 
 from babelrag.config import preset_config
 from babelrag.context import build_context
+from babelrag.models.bundle import Models
 from babelrag.errors import BabelragError
 from babelrag.evaluate.golden import GoldenQuestion
 from babelrag.evaluate.runs import run_config
@@ -155,14 +156,16 @@ def test_context_strategies_keep_failed_passages_honest(scripted) -> None:
     looping = scripted(lambda messages: GREEK_LOOP if "translation engine" in messages[0]["content"] else "")
     config = preset_config("multirag", {"llm": looping})
     trace = Trace()
-    cross = build_context("crossrag").build(Question("Wie viele Punkte?", lang="de"), _hits("de", "zh"), config, trace)
+    cross = build_context("crossrag", Models(config)).build(Question("Wie viele Punkte?", lang="de"), _hits("de", "zh"),
+                                                          config, trace)
     assert [(c.lang, c.translated) for c in cross.passages] == [("de", False), ("zh", False)]  # not "translated"
     assert [f.stage for f in trace.failures] == ["translate", "translate"]
     refining = scripted(lambda messages: '{"translation": "Die Verteidigung gab 308 Punkte ab."}' if
                         "translation engine" in messages[0]["content"] else "")
     dkm_trace = Trace()
-    dkm = build_context("dkm").build(Question("Wie viele Punkte?", lang="de"), _hits("de", "en"),
-                                     preset_config("multirag", {"llm": refining}), dkm_trace)
+    dkm_config = preset_config("multirag", {"llm": refining})
+    dkm = build_context("dkm", Models(dkm_config)).build(Question("Wie viele Punkte?", lang="de"), _hits("de", "en"),
+                                                         dkm_config, dkm_trace)
     assert [c.kind for c in dkm.passages] == ["retrieved", "translated"]  # empty rewrites are not passages
     assert [f.stage for f in dkm_trace.failures] == ["refine", "refine"]
 
@@ -173,8 +176,9 @@ def test_qtt_judge_failure_is_unscored_and_counted(scripted) -> None:
             return '{"translation": "Die Verteidigung der Panthers gab nur 308 Punkte ab."}'
         raise LLMError("LLM endpoint http://judge unreachable after 4 tries")
     trace = Trace()
-    qtt = build_context("qtt").build(Question("Wie viele Punkte?", lang="de"), _hits("en"),
-                                     preset_config("multirag", {"llm": scripted(reply)}), trace)
+    config = preset_config("multirag", {"llm": scripted(reply)})
+    qtt = build_context("qtt", Models(config)).build(Question("Wie viele Punkte?", lang="de"), _hits("en"), config,
+                                                     trace)
     assert qtt.passages[0].text.endswith("[Qualität] nicht bewertet")  # tagged, in the question's language
     assert [f.stage for f in trace.failures] == ["judge"]
 

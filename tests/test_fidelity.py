@@ -9,6 +9,7 @@ import pytest
 from babelrag.bench.ladders import ladder
 from babelrag.config import preset_config
 from babelrag.context import build_context
+from babelrag.models.bundle import Models
 from babelrag.context.qtt_wording import WORDINGS, qtt_wording
 from babelrag.generate.answerer import Answerer
 from babelrag.generate.prompts import WORDINGS as GENERATOR_LANGUAGES
@@ -79,17 +80,18 @@ def test_a_failed_translation_is_tagged_never_shown_as_native(scripted) -> None:
     native = Passage("p0@de", "Die Verteidigung der Panthers gab nur 308 Punkte ab.", "p0", "de")
     foreign = Passage("p1@en", "The Panthers defense gave up just 308 points, ranking sixth.", "p1", "en")
     trace = Trace()
-    context = build_context("qtt").build(Question("Wie viele Punkte?", lang="de"),
-                                         [Hit(native, 0.9, "p"), Hit(foreign, 0.8, "p")],
-                                         preset_config("multirag", {"llm": looping}), trace)
+    config = preset_config("multirag", {"llm": looping})
+    context = build_context("qtt", Models(config)).build(Question("Wie viele Punkte?", lang="de"),
+                                                         [Hit(native, 0.9, "p"), Hit(foreign, 0.8, "p")], config, trace)
     kept, failed = context.passages
     assert kept.text == native.text and kept.kind == "retrieved"
     assert failed.kind == "untranslated" and not failed.translated and failed.lang == "en"
     assert failed.text == f"{foreign.text}\n[Qualität] Übersetzung fehlgeschlagen, Original auf en"
     assert [f.stage for f in trace.failures] == ["translate"]
     assert "Einige Dokumente wurden auf Deutsch verfasst" in context.instruction
-    strict = build_context("qtt").build(Question("Wie viele Punkte?", lang="de"), [Hit(foreign, 0.8, "p")],
-                                        preset_config("multirag", {"llm": looping, "qtt_min_score": 3.0}), Trace())
+    strict_config = preset_config("multirag", {"llm": looping, "qtt_min_score": 3.0})
+    strict = build_context("qtt", Models(strict_config)).build(Question("Wie viele Punkte?", lang="de"),
+                                                               [Hit(foreign, 0.8, "p")], strict_config, Trace())
     assert strict.passages == ()  # the hard filter drops what it cannot score
 
 
@@ -105,11 +107,11 @@ def test_dkm_refines_with_the_generators_model(scripted) -> None:
     small, generator, refiner = model("small"), model("generator"), model("refiner")
     hits = [Hit(Passage("p1@en", "The Panthers defense gave up just 308 points.", "p1", "en"), 0.9, "p")]
     question = Question("Wie viele Punkte?", lang="de")
-    build_context("dkm").build(question, hits, preset_config("multirag", {"llm": small, "generator": generator}),
-                               Trace())
+    config = preset_config("multirag", {"llm": small, "generator": generator})
+    build_context("dkm", Models(config)).build(question, hits, config, Trace())
     assert calls["small"] == ["translate"] and calls["generator"] == ["refine"]  # SPEC §4.3's default
-    build_context("dkm").build(question, hits, preset_config("multirag", {"llm": small, "generator": generator,
-                                                                          "refiner": refiner}), Trace())
+    config = preset_config("multirag", {"llm": small, "generator": generator, "refiner": refiner})
+    build_context("dkm", Models(config)).build(question, hits, config, Trace())
     assert calls["refiner"] == ["refine"] and calls["generator"] == ["refine"]  # set apart, it is used instead
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from babelrag.config import preset_config
 from babelrag.context import build_context
+from babelrag.models.bundle import Models
 from babelrag.evaluate.golden import GoldenQuestion
 from babelrag.evaluate.runs import run_config
 from babelrag.generate.answerer import Answerer
@@ -51,7 +52,8 @@ def test_citations_named_or_attributed() -> None:
 
 def test_multirag_keeps_passages_as_retrieved() -> None:
     hits = [Hit(passage("x@sv", "Hej", "sv"), 0.9, "p"), Hit(passage("y@en", "Hi", "en"), 0.8, "p")]
-    context = build_context("multirag").build(GERMAN, hits, preset_config("default"), Trace())
+    config = preset_config("default")
+    context = build_context("multirag", Models(config)).build(GERMAN, hits, config, Trace())
     assert [(c.number, c.lang, c.translated) for c in context.passages] == [(1, "sv", False), (2, "en", False)]
 
 

@@ -268,12 +268,13 @@ def test_the_service_loads_segmenters_and_its_model_before_its_first_request(
     built: list[str] = []
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(llm_module, "_build", lambda spec: built.append(spec) or SimpleNamespace(name=spec))
-        with client_for(store, tmp_path, llm="some-model") as client:
+        # names of the form a backend takes (a .gguf path): unknown names are refused when the config is parsed
+        with client_for(store, tmp_path, llm="some-model.gguf") as client:
             assert all(load.cache_info().currsize == 1 for load in loaders)
             assert client.get("/health").status_code == 200
-        with client_for(store, tmp_path, llm="some-model", defaults={"generator": "the-generator"}):
+        with client_for(store, tmp_path, llm="some-model.gguf", defaults={"generator": "the-generator.gguf"}):
             pass
-    assert built == ["some-model", "the-generator"]
+    assert built == ["some-model.gguf", "the-generator.gguf"]
     absent = str(tmp_path / "absent.gguf")  # a spec no other test built: the real _build, no cached model
     with caplog.at_level("WARNING", logger="babelrag.server"), client_for(store, tmp_path, llm=absent) as client:
         assert client.get("/health").status_code == 200

@@ -270,3 +270,11 @@ def test_restart_mid_ingest_leaves_a_consistent_index(tmp_path: Path) -> None:
     finally:
         process.terminate()
         process.wait(10)
+
+
+def test_the_request_deadline_bounds_a_looping_strategys_model_seconds() -> None:
+    from babelrag.server.schemas import SearchBody
+
+    bounded = SearchBody(kb="kb", question="?", preset="coral").config("qwen2.5-coder-0.5b", None, seconds=10.0)
+    assert bounded.coral.max_seconds == pytest.approx(8.0)  # 0.8 of the deadline, below the 300 s default
+    assert SearchBody(kb="kb", question="?", preset="coral").config(None, None).coral.max_seconds == 300.0

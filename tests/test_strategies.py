@@ -14,6 +14,7 @@ from babelrag.retrieve.pipeline import Searcher
 from babelrag.strategies.delta import AnchorBundle, fuse_query
 from babelrag.strategies.scope import kb_languages
 from babelrag.strategies.locale import CulturalCue
+from babelrag.strategies.unaccented import without_accents
 from babelrag.types import Question
 
 from conftest import need_llm
@@ -173,3 +174,32 @@ def test_parallel_paths_equal_sequential_ones(country_kb: KnowledgeBase) -> None
         country_kb.forget_query_vectors()
         threaded = searcher._search_paths(requests, Trace())
         assert [(h.passage.id, h.score) for h in threaded.hits] == expected
+
+
+def keyword_score(result, path: str, doc: str = "ascii") -> float:  # noqa: ANN001
+    """The BM25 score the path's keyword arm gave ``doc`` (0 when it did not find it)."""
+    step = next(s for s in result.trace.steps if s.stage == "retrieve" and s.label == path)
+    hits = next(arm["hits"] for arm in step.data["arms"] if arm["scorer"] == "bm25")
+    return next((score for pid, score in hits if pid.startswith(doc)), 0.0)
+
+
+def test_unaccented_searches_the_question_without_its_accents_beside_it(tmp_path) -> None:  # noqa: ANN001
+    assert without_accents("Vårdcentralen öppnar åtta på morgonen, café") == "Vardcentralen oppnar atta pa morgonen, cafe"
+    assert without_accents("Straße, Øresund, ılık") == "Straße, Øresund, ılık"  # letters, not letters plus a mark
+    rows = [{"id": "ascii", "text": "Vardcentralen har oppet vardagar mellan atta och fem.", "lang": "sv",
+             "country": "SE"},
+            {"id": "other", "text": "Apoteket saljer receptfria lakemedel i hela Sverige.", "lang": "sv", "country": "SE"}]
+    (tmp_path / "kb.jsonl").write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
+    index_sources("ascii", [str(tmp_path / "kb.jsonl")], str(tmp_path / "store"))
+    question = Question("När har vårdcentralen öppet?", lang="sv")
+    with KnowledgeBase.open("ascii", str(tmp_path / "store")) as kb:
+        keyword = {"mode": "keyword", "rerank": "dense-resort"}
+        as_written = Searcher(kb, preset_config("default", keyword)).search(question)
+        both = Searcher(kb, preset_config("default", {**keyword, "strategy": "unaccented"})).search(question)
+        plain = Searcher(kb, preset_config("default", {**keyword, "strategy": "unaccented"})).search(
+            Question("Vad kostar receptfria lakemedel?", lang="sv"))
+    labels = [r["label"] for r in next(s for s in both.trace.steps if s.stage == "plan").data["requests"]]
+    assert labels == ["as_written", "unaccented"]
+    assert keyword_score(both, "unaccented") > 2 * keyword_score(both, "as_written")  # its words now match
+    assert both.evidence.hits[0].passage.doc_id == "ascii"
+    assert [r["label"] for r in next(s for s in plain.trace.steps if s.stage == "plan").data["requests"]] == ["as_written"]

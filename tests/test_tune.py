@@ -273,6 +273,7 @@ def test_tune_fits_stores_and_serves_the_profile(tmp_path: Path, small_xquad: li
 
 
 def test_measured_kb_language_targets_reach_the_translated_paths(tuned_kb: str) -> None:
+    from babelrag.models.bundle import Models
     from babelrag.strategies.tuned import Tuned
 
     with KnowledgeBase.open("xt", tuned_kb) as kb:
@@ -280,7 +281,8 @@ def test_measured_kb_language_targets_reach_the_translated_paths(tuned_kb: str) 
         profile.cells["*|th"] = CellRule(option="as_written+kb_languages", threshold=None, n_dev=12)
         kb.manifest["profile"] = profile.model_dump(mode="json")
         try:
-            config, why = Tuned().resolve(Question("ใครชนะ", lang="th"), kb, preset_config("tuned"))
+            tuned = preset_config("tuned")
+            config, why = Tuned(Models(tuned)).resolve(Question("ใครชนะ", lang="th"), kb, tuned)
         finally:
             kb.manifest.pop("profile")
     assert why["option"] == "as_written+kb_languages" and config.kb_targets == ("zh", "en")

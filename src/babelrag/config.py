@@ -1,151 +1,85 @@
-"""Validated search configuration and the named presets built from it.
+"""Parsing a search configuration: fields, method names and the methods' own rules; the named presets.
 
-Every choice the papers and the practitioner compare is one field here, so a preset is just
-a set of overrides and ``--set key=value`` (``--set delta.tau_low=0.5`` for nested fields)
-changes one thing at a time. Query strategies and scopes are orthogonal to retrieval settings.
+Every choice the papers and the practitioner compare is one field (``search_config.SearchConfig``), so a
+preset is just a set of overrides and ``--set key=value`` (``--set delta.tau_low=0.5`` for nested fields)
+changes one thing at a time. Names of methods (strategy, extra_paths, context, rerank, translator, the LLMs)
+are checked here against the registries, before anything is searched, and each method's rules come from
+its registered facts (how many paths it plans, whether it ranks its own evidence), never from its name.
 """
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from babelrag.config_sections import NO_CONTEXT, flat_values  # imports every method: the registries are complete
 from babelrag.errors import ConfigError
+from babelrag.models.llm import check_llm
+from babelrag.registry import CONTEXTS, RERANKERS, STRATEGIES, TRANSLATORS, Facts
+from babelrag.search_config import CoralConfig, DeltaConfig, SearchConfig, validated
+
+__all__ = ["PRESETS", "CoralConfig", "DeltaConfig", "SearchConfig", "finding_calls_llm", "for_country",
+           "context_facts", "make_config", "parse_overrides", "plans_several_paths", "preset_config"]
+
+AUTO_RERANK = "auto"  # the learned reranker wherever a relevance model fits the KB (retrieve/pipeline.py)
+CONTEXT_CHOICES = (NO_CONTEXT, *CONTEXTS.names())
 
 
-class DeltaConfig(BaseModel):
-    """DELTA's fused query (SPEC §3.8); defaults are the paper's."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    tau_low: float = Field(0.6, ge=0, le=1)
-    tau_high: float = Field(0.85, ge=0, le=1)
-    tau_boost: float = Field(0.7, ge=0, le=1)
-    max_chars: int = Field(900, ge=50)
-    aliases: int = Field(3, ge=0, le=10)
-    english_mode: Literal["paper", "dedupe", "passthrough"] = "paper"
-    anchor_language: Literal["query", "locale"] = "query"
-    # what the generator is asked: the fused query (its cues at generation are much of the paper's gain)
-    # or the question as written
-    generator_query: Literal["fused", "original"] = "fused"
+def _strategies(config: SearchConfig) -> list[Facts]:
+    return [STRATEGIES.facts(name) for name in (config.strategy, *config.extra_paths)]
 
 
-class CoralConfig(BaseModel):
-    """CORAL's loop (SPEC §3.9). The paper gives no score scale, threshold or round cap: each criterion
-    is 1–5, a passage is kept when every criterion reaches ``min_each`` (and the total ``min_total``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    rounds: int = Field(3, ge=1, le=10)
-    per_round_k: int = Field(5, ge=1, le=50)  # passages retrieved (and critiqued) per round
-    evidence_k: int = Field(5, ge=1, le=50)  # validated passages handed on, by total score
-    critic: bool = True  # off: the ablations without critique (dynamic corpus selection, + rewriting)
-    rewrite: bool = True  # the planner may rewrite the query (from round 2; from round 1 without a critic)
-    min_each: int = Field(3, ge=1, le=5)
-    min_total: int | None = Field(None, ge=4, le=20)
-    max_corpora: int = Field(4, ge=1, le=20)
-    passage_chars: int = Field(700, ge=100)  # of each passage the critic reads
-    max_tokens: int = Field(12000, ge=100)  # agent tokens per question (planner, critic, sufficiency)
-    max_seconds: float = Field(300.0, gt=0)  # agent model seconds per question
+def plans_several_paths(config: SearchConfig) -> bool:
+    """Does it search several paths and merge them?"""
+    return bool(config.extra_paths) or STRATEGIES.facts(config.strategy).paths in ("several", "resolved")
 
 
-class SearchConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+def finding_calls_llm(config: SearchConfig) -> bool:
+    """Does finding the evidence call a model (translation, HyDE, DELTA, CORAL, a tuned profile)?"""
+    return any(f.calls_llm or f.paths == "resolved" for f in _strategies(config))
 
-    # query side: which paths to search
-    strategy: str = "as_written"
-    extra_paths: tuple[str, ...] = ()  # strategies whose paths join the main ones (e.g. "hyde")
-    # monoRAG = query; tRAG = pivot; own = the question's country's local language (CORAL's C_own)
-    lang_scope: Literal["all", "query", "pivot", "own", "own+pivot"] = "all"
-    pivot: str = "en"
-    max_paths: int = Field(3, ge=1, le=10)
-    kb_paths: Literal["all", "pivot", "local"] = "all"  # ablation of the KB-language paths
-    kb_targets: tuple[str, ...] = ()  # the KB-language paths to search, in order (a tuned profile measures them)
-    llm: str = "qwen2.5-coder-0.5b"
-    translator: str = "llm"
-    hyde_lang: Literal["query", "pivot"] = "query"
-    delta: DeltaConfig = DeltaConfig()
-    coral: CoralConfig = CoralConfig()
-    # retrieval per path
-    mode: Literal["keyword", "vector", "hybrid"] = "hybrid"
-    # Hybrid arm fusion, chosen on the fusion ladder (`babelrag bench --ladder fusion`): z-scores
-    # with the keyword arm at half weight give the best R@1/MRR (pooled XQuAD R@1 0.938 vs 0.898
-    # for plain dense); RRF collapses on cross-lingual cells, where BM25 can only add noise.
-    fusion: Literal["rrf", "max", "zscore"] = "zscore"
-    rrf_k: int = Field(60, ge=1)
-    keyword_weight: float = Field(0.5, ge=0)
-    candidates: int = Field(50, ge=1, le=1000)
-    # auto | none | learned (P(relevant) from both arms' signals: one calibrated scale for thresholds and
-    # multi-path max-merge) | learned:default | dense-resort (cosine only: hybrid collapses to dense order; old
-    # name "dense") | cross-encoder:PATH. auto, the default: learned wherever a relevance model fits the KB's
-    # embedder (measured on every layout: `python benchmarks/default_relevance.py`), else none.
-    rerank: str = "auto"
-    country_filter: bool = True
-    langs: tuple[str, ...] = ()
-    # after the paths
-    merge: Literal["max", "rrf"] = "max"
-    # a number on the reranker's scale, or "auto": the threshold calibrated for the learned model in use
-    # (the shipped model's on the shipped dev data; a tuned model's from `babelrag tune`)
-    threshold: float | Literal["auto"] | None = None
-    # page: one slot per page (its best-scoring passage, e.g. the best language version); threshold and
-    # top-k apply after the collapse
-    collapse: Literal["none", "page"] = "none"
-    k: int = Field(10, ge=1, le=1000)
-    # strategy=tuned: a profile file (babelrag tune --out) instead of the one stored with the KB
-    profile: str | None = None
-    # answer side: the context strategy over the top ``generate_k`` passages, then the generator
-    context: str = "multirag"  # none (no retrieval: no-RAG) | multirag | crossrag | dkm | qtt
-    generate_k: int = Field(5, ge=1, le=50)
-    generator: str | None = None  # the generator LLM (default: ``llm``)
-    answer_tokens: int = Field(64, ge=1, le=4096)
-    dkm_combine: Literal["sets", "pairs"] = "sets"
-    dkm_parts: Literal["both", "translated", "refined"] = "both"  # the paper's ablations
-    refiner: str | None = None  # DKM-RAG's rewriter LLM (default: the generator's, SPEC §4.3)
-    # the LLM that makes a conversation's follow-up standalone (default: ``llm``); measured on XQuAD
-    # follow-ups (benchmarks/conversation.py), the 1.5B model's rewrites help where the 0.5B's are refused
-    conversation_llm: str | None = None
-    qtt_min_score: float | None = Field(None, ge=0, le=5)  # QTT's hard-filter variant
 
-    @model_validator(mode="after")
-    def _scores_need_a_fixed_scale(self) -> SearchConfig:
-        fixed_scale = self.rerank != "none" or self.mode == "vector"
-        if self.threshold == "auto" and not self.rerank.startswith("learned") and self.rerank != "auto":
-            raise ValueError("threshold: auto is the learned relevance model's calibrated τ; use rerank=learned "
-                             "or a number")
-        if "coral" in self.extra_paths:
-            raise ValueError("extra_paths: CORAL loops over its own rounds; use strategy=coral")
-        if self.strategy == "coral" and (self.threshold is not None or self.extra_paths):
-            raise ValueError("strategy: CORAL ranks its evidence by critic totals and plans its own paths; "
-                             "no threshold or extra_paths (use coral.min_each / coral.min_total)")
-        if self.threshold is not None and self.merge == "rrf" and self.multi_path():
-            raise ValueError("threshold: RRF totals have no fixed meaning; merge=max (one reranker scale) "
-                             "or no threshold")
-        if self.threshold is not None and not fixed_scale:
-            what = f"{self.fusion} fusion totals" if self.mode == "hybrid" else "raw BM25 scores"
-            raise ValueError(f"threshold: a threshold on {what} has no fixed meaning; "
-                             f"rerank the candidates (rerank=learned) or use mode=vector")
-        if self.merge == "max" and self.multi_path() and not fixed_scale:
-            raise ValueError("merge: max-merging paths needs one score scale: rerank (rerank=learned) or merge=rrf")
-        return self
+def context_facts(name: str) -> Facts:
+    """What the context strategy ``name`` costs; no context (no-RAG) calls nothing but the generator."""
+    return Facts(max_passages=10) if name == NO_CONTEXT else CONTEXTS.facts(name)
 
-    def query_uses_llm(self) -> bool:
-        """Does finding the evidence call a model (translation, HyDE, DELTA, CORAL, a tuned profile)?"""
-        return self.strategy != "as_written" or bool(self.extra_paths)
 
-    def multi_path(self) -> bool:
-        """Does it search several paths and merge them?"""
-        return self.strategy in ("kb_languages", "tuned") or bool(self.extra_paths)
+def _check_names(config: SearchConfig) -> None:
+    STRATEGIES.entry(config.strategy)
+    for name in config.extra_paths:
+        if STRATEGIES.entry(name, "extra_paths").facts.paths == "own":
+            raise ConfigError(f"extra_paths: {name} loops over its own rounds; use strategy={name}")
+    if config.context != NO_CONTEXT:
+        CONTEXTS.entry(config.context, also=(NO_CONTEXT,))
+    if config.rerank != AUTO_RERANK:
+        RERANKERS.entry(config.rerank, also=(AUTO_RERANK,))
+    TRANSLATORS.entry(config.translator)
+    for field in ("llm", "generator", "refiner", "conversation_llm"):
+        if (spec := getattr(config, field)) is not None:
+            check_llm(spec, field)
+
+
+def _check_rules(config: SearchConfig) -> None:
+    """The methods' own rules, read from their facts."""
+    if STRATEGIES.facts(config.strategy).paths == "own" and (config.threshold is not None or config.extra_paths):
+        raise ConfigError(f"strategy: {config.strategy} ranks its evidence itself and plans its own paths; "
+                          f"no threshold or extra_paths")
+    several = plans_several_paths(config)
+    if config.threshold is not None and config.merge == "rrf" and several:
+        raise ConfigError("threshold: RRF totals have no fixed meaning; merge=max (one reranker scale) "
+                          "or no threshold")
+    if config.merge == "max" and several and not config.fixed_scale():
+        raise ConfigError("merge: max-merging paths needs one score scale: rerank (rerank=learned) or merge=rrf")
 
 
 def make_config(values: dict[str, Any]) -> SearchConfig:
-    try:
-        return SearchConfig.model_validate(values)
-    except ValidationError as error:
-        first = error.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "config"
-        raise ConfigError(f"{field}: {first['msg']}") from error
+    """A configuration from plain values, flat or in sections (``config_sections``): fields, then method
+    names, then the methods' rules."""
+    config = validated(flat_values(values))
+    _check_names(config)
+    _check_rules(config)
+    return config
 
 
 # τ belongs to the model: "auto" takes the one calibrated for the learned model in use (the shipped
@@ -243,4 +177,5 @@ def for_country(overrides: dict[str, Any], country: str | None) -> dict[str, Any
 
 
 def preset_config(name: str = "default", overrides: dict[str, Any] | None = None) -> SearchConfig:
+    """A preset (or presets joined by "+") with ``overrides`` on top, every field and name checked."""
     return make_config(_merge(_compose(name), overrides or {}))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from babelrag.codes import country_code, language_code
-from babelrag.config import SearchConfig
+from babelrag.search_config import SearchConfig
 from babelrag.errors import ConfigError
 from babelrag.types import Question, Trace
 

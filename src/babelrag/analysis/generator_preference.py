@@ -28,10 +28,11 @@ def generator_preference(kb: KnowledgeBase, questions: Sequence[GoldenQuestion],
 
     def answers_of(q: GoldenQuestion) -> list[str]:
         result = searcher.search(q.as_question())
-        context = MultiRAG().build(result.question, result.evidence.hits[:k], config, result.trace)
+        context = MultiRAG(searcher.models).build(result.question, result.evidence.hits[:k], config, result.trace)
         texts = []
         for lang in langs:  # the same evidence, the prompt asking for an answer in `lang`
-            text, _, _ = generate(replace(result.question, lang=lang), context, config, result.trace)
+            text, _, _ = generate(replace(result.question, lang=lang), context, config, searcher.models.generator,
+                                  result.trace)
             texts.append(strip_citations(text) or "-")
         return texts
 

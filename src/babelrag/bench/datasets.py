@@ -21,7 +21,7 @@ from typing import Any, Literal
 from babelrag.bench import scattered, swefaq, xquad_cells
 from babelrag.bench.squad import SquadCorpus, load_squad_folder
 from babelrag.bench.xquad_cells import SplitBy
-from babelrag.errors import ConfigError
+from babelrag.registry import DATASETS
 
 Source = Literal["xquad", "swefaq"]
 
@@ -87,7 +87,12 @@ def _mixed(sources: Sources, out: Path) -> dict[str, Any]:
     return scattered.build_mixed(sources.corpus, sources.faq, out, sources.quick, sources.seed, sources.split_by)
 
 
-DATASETS: dict[str, Dataset] = {d.name: d for d in (
+def _register(dataset: Dataset) -> None:
+    """``DATASETS.make(name)`` gives the dataset's description: its layout, the data it needs, its builder."""
+    DATASETS.register(dataset.name, about=dataset.about)(lambda: dataset)
+
+
+for _dataset in (
     Dataset("xquad-cells", "parallel", ("xquad",), _cells("parallel"),
             "country KBs (pivot, local or both per page) and the pooled KB of every language version"),
     Dataset("swefaq", "monolingual", ("swefaq",), _swefaq, "Swedish FAQ answers, Swedish questions"),
@@ -96,16 +101,17 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
     Dataset("xquad-scattered", "scattered", ("xquad",), _scattered,
             "every page in one language, questions in every language"),
     Dataset("mixed", "mixed", ("xquad", "swefaq"), _mixed, "SweFAQ beside XQuAD pages in other languages"),
-)}
-LAYOUTS = tuple(dict.fromkeys(d.layout for d in DATASETS.values()))
+):
+    _register(_dataset)
+ALL: tuple[Dataset, ...] = tuple(entry.make() for entry in DATASETS.entries())
+LAYOUTS = tuple(dict.fromkeys(d.layout for d in ALL))
 
 
 def chosen(names: list[str] | None) -> list[Dataset]:
     """The datasets named (by dataset or layout name), or all of them."""
     if not names:
-        return list(DATASETS.values())
-    unknown = [n for n in names if n not in DATASETS and n not in LAYOUTS]
-    if unknown:
-        raise ConfigError(f"datasets: unknown {', '.join(unknown)} (known: {', '.join(DATASETS)}; layouts: "
-                          f"{', '.join(LAYOUTS)})")
-    return [d for d in DATASETS.values() if d.name in names or d.layout in names]
+        return list(ALL)
+    for name in names:
+        if name not in LAYOUTS:
+            DATASETS.entry(name, also=tuple(layout for layout in LAYOUTS if layout not in DATASETS))
+    return [d for d in ALL if d.name in names or d.layout in names]

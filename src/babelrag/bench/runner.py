@@ -18,7 +18,7 @@ from typing import Any
 from babelrag.bench.datasets import Sources, chosen
 from babelrag.bench.ladders import OWN, PROFILES, Step, ladder
 from babelrag.bench.xquad_cells import SplitBy
-from babelrag.config import SearchConfig, preset_config
+from babelrag.config import SearchConfig, finding_calls_llm, preset_config
 from babelrag.errors import BabelragError, InputError
 from babelrag.evaluate.calibrate import calibrate_threshold, written
 from babelrag.evaluate.golden import GoldenQuestion, load_golden, sample_per_cell, save_golden
@@ -100,7 +100,7 @@ def _step_questions(step: Step, config: SearchConfig, golden: list[GoldenQuestio
                     report_split: str = REPORTED) -> list[GoldenQuestion]:
     """All questions for retrieval steps (the dev split feeds calibration); LLM steps a sample of the
     reported split only, since dev questions never enter the headline figures."""
-    calls_model = config.query_uses_llm() if step.llm is None else step.llm
+    calls_model = finding_calls_llm(config) if step.llm is None else step.llm
     if not (step.answer or step.sample or calls_model):
         return golden
     golden = [q for q in golden if q.tags.get("split") == report_split] or golden
@@ -187,7 +187,7 @@ def run_bench(out: Path, data: Path, quick: bool = False, ladder_name: str = "bl
         overrides = {key: value.replace(PROFILES, str(out / "profiles")) if isinstance(value, str) else value
                      for key, value in dict(step.overrides, **({"llm": llm} if llm else {})).items()}
         config = preset_config(step.preset, overrides)
-        calls_model = config.query_uses_llm() if step.llm is None else step.llm
+        calls_model = finding_calls_llm(config) if step.llm is None else step.llm
         if (step.answer or calls_model) and (problem := _llm_available(config.llm)):
             notes.append(f"step '{step.name}' skipped: {problem}")
             continue

@@ -9,10 +9,8 @@ import typer
 from rich.console import Console
 
 from babelrag import __version__
-from babelrag.config import PRESETS, SearchConfig
-from babelrag.context import CONTEXTS
-from babelrag.models.rerank import RERANKERS
-from babelrag.strategies import STRATEGIES
+from babelrag.config import CONTEXT_CHOICES, PRESETS, SearchConfig
+from babelrag.registry import RERANKERS, STRATEGIES
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Multilingual retrieval-augmented generation, measured cell by cell.")
@@ -39,9 +37,9 @@ def choices(field: str) -> str:
 
 # help texts generated from the registries: a new preset, reranker, strategy or context shows up by itself
 PRESET_HELP = f"Named configuration: {', '.join(PRESETS)}; or several joined by '+' (e.g. chat+crossrag)."
-RERANK_HELP = f"Reranker: {RERANKERS}."
-SET_HELP = (f"Any config field: key=value (e.g. strategy={'|'.join(STRATEGIES)}; context=none|{'|'.join(CONTEXTS)}; "
-            f"delta.tau_low=0.5).")
+RERANK_HELP = f"Reranker: auto, {RERANKERS.known()}."
+SET_HELP = (f"Any config field: key=value (e.g. strategy={'|'.join(STRATEGIES)}; context={'|'.join(CONTEXT_CHOICES)}; "
+            f"delta.tau_low=0.5), or in sections: query.hyde_lang=pivot, selection.k=5, answer.context=dkm.")
 
 StoreOpt = Annotated[Optional[str], typer.Option("--store", help="KB store: a directory (embedded Qdrant Edge), "
                                                  "an http(s):// Qdrant URL, or :memory:. Default $BABELRAG_STORE "

@@ -1,19 +1,18 @@
 """Context strategies: what the generator reads, built from the top passages (SPEC §4).
 
-One file each; ``CONTEXTS`` is the registry the config's ``context`` field names. They compose
-with any query strategy (``delta+crossrag``).
+One file each, registering itself in ``registry.CONTEXTS`` with its parameters and facts; the imports
+below are the registration lines. They compose with any query strategy (``delta+crossrag``). Every
+context strategy is built with the ``Models`` it may call.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Protocol
 
-from babelrag.config import SearchConfig
-from babelrag.context.crossrag import CrossRAG
-from babelrag.context.dkm import DKM
-from babelrag.context.multirag import MultiRAG
-from babelrag.context.qtt import QTT
-from babelrag.errors import ConfigError
+from babelrag.context import crossrag, dkm, multirag, qtt  # noqa: F401
+from babelrag.models.bundle import Models
+from babelrag.registry import CONTEXTS
+from babelrag.search_config import SearchConfig
 from babelrag.types import Context, Hit, Question, Trace
 
 
@@ -23,10 +22,6 @@ class ContextStrategy(Protocol):
     def build(self, question: Question, evidence: Sequence[Hit], config: SearchConfig, trace: Trace) -> Context: ...
 
 
-CONTEXTS: dict[str, type[ContextStrategy]] = {c.name: c for c in (MultiRAG, CrossRAG, DKM, QTT)}
-
-
-def build_context(name: str) -> ContextStrategy:
-    if name not in CONTEXTS:
-        raise ConfigError(f"context: unknown '{name}' (known: none, {', '.join(CONTEXTS)})")
-    return CONTEXTS[name]()
+def build_context(name: str, models: Models) -> ContextStrategy:
+    """The context strategy ``name`` names, holding the models it may call."""
+    return CONTEXTS.make(name, models)

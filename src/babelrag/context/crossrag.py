@@ -7,17 +7,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from babelrag.concurrency import traced_in_order
-from babelrag.config import SearchConfig
 from babelrag.context.translation import translated_text, translation_slots
-from babelrag.models.registry import translator_for
+from babelrag.models.bundle import Models
+from babelrag.registry import CONTEXTS, Facts
+from babelrag.search_config import SearchConfig
 from babelrag.types import Context, ContextPassage, Hit, Question, Trace
 
 
+@CONTEXTS.register("crossrag", facts=Facts(llm_calls_per_passage=1, client_choosable=True, max_passages=5),
+                   about="every passage translated into the pivot")
 class CrossRAG:
     name = "crossrag"
 
+    def __init__(self, models: Models):
+        self.models = models
+
     def build(self, question: Question, evidence: Sequence[Hit], config: SearchConfig, trace: Trace) -> Context:
-        translator = translator_for(config.translator, config.llm)
+        translator = self.models.translator
 
         def one(numbered: tuple[int, Hit], own: Trace) -> ContextPassage:
             number, p = numbered[0], numbered[1].passage
@@ -25,5 +31,5 @@ class CrossRAG:
             return ContextPassage(number, p, text, config.pivot, translated=True, kind="translated") \
                 if text is not None else ContextPassage(number, p, p.text, p.lang)
 
-        passages = traced_in_order(one, list(enumerate(evidence, start=1)), trace, translation_slots(config))
+        passages = traced_in_order(one, list(enumerate(evidence, start=1)), trace, translation_slots(self.models))
         return Context(self.name, tuple(passages))

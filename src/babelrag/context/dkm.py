@@ -9,16 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Literal
+
+from pydantic import BaseModel
 
 from babelrag import deadline
 from babelrag.concurrency import traced_in_order
-from babelrag.config import SearchConfig
 from babelrag.context.translation import translated_text, translation_slots
 from babelrag.lang.languages import language_name
-from babelrag.models.llm import LLMError, build_llm, slots_of
-from babelrag.models.registry import translator_for
+from babelrag.models.bundle import Models
+from babelrag.models.llm import LLMError
 from babelrag.models.loops import LoopGuard, loops
 from babelrag.models.structured import record
+from babelrag.registry import CONTEXTS, Facts
+from babelrag.search_config import SearchConfig
 from babelrag.types import Context, ContextPassage, Hit, Question, Trace
 
 REFINE_TOKENS = 200
@@ -33,12 +37,28 @@ def _refine_prompt(question: Question, text: str) -> list[dict[str, str]]:
             {"role": "user", "content": f"Question: {question.text}\n\nPassage: {text}"}]
 
 
+class DKMParams(BaseModel):
+    """How the translated and refined passages combine, and the paper's ablations (SPEC §4.3)."""
+
+    dkm_combine: Literal["sets", "pairs"] = "sets"
+    dkm_parts: Literal["both", "translated", "refined"] = "both"
+    refiner: str | None = None
+
+
+# a translation and a refinement per passage
+@CONTEXTS.register("dkm", params=DKMParams,
+                   facts=Facts(llm_calls_per_passage=2, client_choosable=True, max_passages=3,
+                               trace_stages=("refine",)),
+                   about="translated passages beside their refined rewrites (DKM-RAG)")
 class DKM:
     name = "dkm"
 
+    def __init__(self, models: Models):
+        self.models = models
+
     def build(self, question: Question, evidence: Sequence[Hit], config: SearchConfig, trace: Trace) -> Context:
         lang = question.lang or "en"
-        translator = translator_for(config.translator, config.llm)
+        translator = self.models.translator
 
         def translate_one(numbered: tuple[int, Hit], own: Trace) -> ContextPassage:
             number, p = numbered[0], numbered[1].passage
@@ -46,11 +66,10 @@ class DKM:
             return ContextPassage(number, p, text, lang, translated=True, kind="translated") \
                 if text is not None else ContextPassage(number, p, p.text, p.lang)
 
-        translated = traced_in_order(translate_one, list(enumerate(evidence, start=1)), trace, translation_slots(config))
+        translated = traced_in_order(translate_one, list(enumerate(evidence, start=1)), trace, translation_slots(self.models))
         if config.dkm_parts == "translated":  # ablation: w/o P_refined
             return Context(self.name, tuple(translated))
-        spec = config.refiner or config.generator or config.llm  # the generator's model unless set apart
-        llm = build_llm(spec)
+        llm = self.models.refiner  # the generator's model unless set apart
 
         def refine_one(cp: ContextPassage, own: Trace) -> ContextPassage | None:
             guard = LoopGuard(cp.text)
@@ -72,7 +91,7 @@ class DKM:
                                   kind="refined")
 
         with trace.step("refine", self.name, passages=len(translated)):
-            kept = [r for r in traced_in_order(refine_one, translated, trace, slots_of(spec)) if r is not None]
+            kept = [r for r in traced_in_order(refine_one, translated, trace, int(getattr(llm, "slots", 1))) if r is not None]
         refined = [replace(r, number=len(translated) + i) for i, r in enumerate(kept, start=1)]
         if config.dkm_parts == "refined":  # ablation: w/o P_translated
             return Context(self.name, tuple(replace(r, number=i) for i, r in enumerate(refined, start=1)))

@@ -12,13 +12,14 @@ from collections.abc import Sequence
 from pydantic import BaseModel, Field
 
 from babelrag.concurrency import traced_in_order
-from babelrag.config import SearchConfig
 from babelrag.context.qtt_wording import qtt_wording
 from babelrag.context.translation import translated_text, translation_slots
 from babelrag.lang.languages import language_name
-from babelrag.models.llm import LLMError, build_llm
-from babelrag.models.registry import translator_for
+from babelrag.models.bundle import Models
+from babelrag.models.llm import LLMError
 from babelrag.models.structured import complete_json
+from babelrag.registry import CONTEXTS, Facts
+from babelrag.search_config import SearchConfig
 from babelrag.types import Context, ContextPassage, Hit, Passage, Question, Trace
 
 
@@ -36,13 +37,25 @@ def _judge_prompt(original: Passage, translation: str, lang: str) -> list[dict[s
             {"role": "user", "content": f"Original:\n{original.text}\n\nTranslation:\n{translation}"}]
 
 
+class QTTParams(BaseModel):
+    """The hard-filter variant: passages whose mean quality is below this are dropped."""
+
+    qtt_min_score: float | None = Field(None, ge=0, le=5)
+
+
+# a translation and a quality judgement per passage
+@CONTEXTS.register("qtt", params=QTTParams,
+                   facts=Facts(llm_calls_per_passage=2, client_choosable=True, max_passages=5),
+                   about="translated passages tagged with their judged translation quality")
 class QTT:
     name = "qtt"
 
+    def __init__(self, models: Models):
+        self.models = models
+
     def build(self, question: Question, evidence: Sequence[Hit], config: SearchConfig, trace: Trace) -> Context:
         lang = question.lang or "en"
-        translator = translator_for(config.translator, config.llm)
-        llm = build_llm(config.llm)
+        translator, llm = self.models.translator, self.models.llm
         words = qtt_wording(lang)
         def one(numbered: tuple[int, Hit], own: Trace) -> ContextPassage | None:
             number, p = numbered[0], numbered[1].passage
@@ -69,6 +82,6 @@ class QTT:
             return ContextPassage(number, p, f"{text}\n{line}", lang, translated=True, kind="translated",
                                   tags={"quality": scores, "mean": mean})
 
-        built = traced_in_order(one, list(enumerate(evidence, start=1)), trace, translation_slots(config))
+        built = traced_in_order(one, list(enumerate(evidence, start=1)), trace, translation_slots(self.models))
         passages = [cp for cp in built if cp is not None]
         return Context(self.name, tuple(passages), instruction=words.rules)

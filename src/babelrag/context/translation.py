@@ -5,9 +5,10 @@ leaves the passage in its own language, recorded as a failure, rather than losin
 """
 from __future__ import annotations
 
-from babelrag.config import SearchConfig
-from babelrag.models.llm import LLMError, slots_of
+from babelrag.models.bundle import Models
+from babelrag.models.llm import LLMError
 from babelrag.models.translate import Translator, translate
+from babelrag.registry import TRANSLATORS
 from babelrag.types import Passage, Trace
 
 
@@ -20,6 +21,7 @@ def translated_text(translator: Translator, passage: Passage, target: str, trace
         return None
 
 
-def translation_slots(config: SearchConfig) -> int:
-    """Passages translated at once: the LLM's slots (a local MT model translates one at a time)."""
-    return slots_of(config.llm) if config.translator == "llm" else 1
+def translation_slots(models: Models) -> int:
+    """Passages translated at once: the LLM's slots when an LLM translates (a local MT model translates one
+    at a time)."""
+    return int(getattr(models.llm, "slots", 1)) if TRANSLATORS.facts(models.config.translator).calls_llm else 1

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from babelrag.config import SearchConfig
 from babelrag.evaluate.golden import GoldenQuestion
 from babelrag.kb import KnowledgeBase
+from babelrag.registry import STRATEGIES
 from babelrag.relevance.model import RelevanceModel, question_hash
 from babelrag.strategies.tuned import load_profile
 
@@ -26,7 +27,7 @@ def seen_questions(kb: KnowledgeBase, config: SearchConfig, model: RelevanceMode
     seen: dict[str, str] = {}
     if model is not None:
         seen.update(dict.fromkeys(set(model.meta.get("question_hashes") or ()) - set(model.fold_of), FITTED))
-    if config.strategy == "tuned":
+    if STRATEGIES.facts(config.strategy).paths == "resolved":  # a profile chose the configuration per cell
         seen.update(dict.fromkeys(load_profile(kb, config.profile).tuned_on, TUNED))
     return seen
 

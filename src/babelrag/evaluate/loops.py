@@ -1,8 +1,9 @@
-"""CORAL's loop across a run ([CORAL] Figure 3): rounds, where the planner searched versus where the
-final evidence came from, how it stopped, and what the agents cost per question.
+"""A looping strategy's rounds across a run (CORAL, [CORAL] Figure 3): rounds, where the planner searched
+versus where the final evidence came from, how it stopped, and what the agents cost per question.
 
-Read from each question's ``coral`` trace step, so any run folder of a CORAL configuration can be
-summarised again without re-running it.
+Read from each question's loop step — the trace stage a strategy that ranks its own evidence declares
+(``Facts(paths="own")``) — so any run folder of such a configuration can be summarised again without
+re-running it.
 """
 from __future__ import annotations
 
@@ -10,10 +11,16 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import babelrag.strategies  # noqa: F401 - registers the query strategies, whose facts name the loop stages
+from babelrag.registry import STRATEGIES
 
-def coral_step(row: Mapping[str, Any]) -> dict[str, Any] | None:
+LOOP_STAGES = frozenset(stage for entry in STRATEGIES.entries() if entry.facts.paths == "own"
+                        for stage in entry.facts.trace_stages)
+
+
+def loop_step(row: Mapping[str, Any]) -> dict[str, Any] | None:
     steps = (row.get("trace") or {}).get("steps") or []
-    return next((s["data"] for s in steps if s.get("stage") == "coral"), None)
+    return next((s["data"] for s in steps if s.get("stage") in LOOP_STAGES), None)
 
 
 def _shares(counts: Counter[str]) -> dict[str, float]:
@@ -23,7 +30,7 @@ def _shares(counts: Counter[str]) -> dict[str, float]:
 
 def loop_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     """None when the rows are not from a looping strategy."""
-    loops = [step for step in map(coral_step, rows) if step is not None]
+    loops = [step for step in map(loop_step, rows) if step is not None]
     if not loops:
         return None
     chosen: Counter[str] = Counter()

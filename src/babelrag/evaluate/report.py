@@ -246,12 +246,19 @@ def _mix(shares: dict[str, float]) -> str:
     return ", ".join(f"{lang} {share:.0%}" for lang, share in shares.items()) or "–"
 
 
+def _loops(configs: dict[str, Any]) -> dict[str, Any]:
+    """Each looping configuration's loop summary (``"coral"``: the key of run folders written before the
+    summary was read from the strategy's facts)."""
+    loops = {name: cfg["overall"].get("loop") or cfg["overall"].get("coral") for name, cfg in configs.items()}
+    return {name: loop for name, loop in loops.items() if loop}
+
+
 def _loop_lines(configs: dict[str, Any]) -> list[str]:
-    """CORAL's loop per configuration: rounds, where it searched vs where its evidence came from, cost."""
-    loops = {name: cfg["overall"]["coral"] for name, cfg in configs.items() if cfg["overall"].get("coral")}
+    """A looping strategy's rounds per configuration: where it searched vs where its evidence came from, cost."""
+    loops = _loops(configs)
     if not loops:
         return []
-    lines = ["", "## CORAL loop", "", "Languages the planner chose (share of corpus selections) against the languages of "
+    lines = ["", "## Strategy loop", "", "Languages the planner chose (share of corpus selections) against the languages of "
              "the final evidence; agent tokens and model seconds per question.", "",
              "| configuration | rounds | evidence by round | rewrites/q | validated | no evidence | chosen corpora "
              "| final evidence | stopped | agent tokens | agent s |", "|---" * 11 + "|"]
@@ -267,7 +274,7 @@ def _loop_lines(configs: dict[str, Any]) -> list[str]:
 
 def loop_figure(configs: dict[str, Any], out: Path) -> Path | None:
     """[CORAL] Figure 3: per configuration, the language mix of chosen corpora next to that of the evidence."""
-    loops = {name: cfg["overall"]["coral"] for name, cfg in configs.items() if cfg["overall"].get("coral")}
+    loops = _loops(configs)
     if not loops:
         return None
     import matplotlib

@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 from babelrag import __version__
 from babelrag.concurrency import in_order
-from babelrag.config import SearchConfig
+from babelrag.config import SearchConfig, context_facts, finding_calls_llm
 from babelrag.deadline import DeadlineExceeded
 from babelrag.errors import BabelragError, ConfigError
 from babelrag.evaluate.answers import answer_language_correct, char3gram_recall, flexible_exact_match
@@ -188,7 +188,7 @@ class _Runner:
         try:
             for lang in self.kb.manifest["languages"].get("all", {}):
                 analysis.tokens("warm up", lang)
-            if config.query_uses_llm() or config.context not in ("none", "multirag") or self.answerer is not None:
+            if finding_calls_llm(config) or context_facts(config.context).calls_llm or self.answerer is not None:
                 build_llm(config.llm)  # loading a local model is not a question's work
                 if self.answerer is not None:
                     build_llm(config.generator or config.llm)
@@ -231,7 +231,7 @@ class _Runner:
 def default_concurrency(config: SearchConfig, answer: bool) -> int:
     """Retrieval alone runs one question at a time (its latencies stay clean, and it is CPU-bound);
     a method that calls an LLM keeps as many questions in flight as the model has slots."""
-    uses_llm = answer or config.query_uses_llm() or config.context not in ("none", "multirag")
+    uses_llm = answer or finding_calls_llm(config) or context_facts(config.context).calls_llm
     return slots_of(config.generator or config.llm) if uses_llm else 1
 
 
@@ -360,7 +360,7 @@ def run_metrics(rows: Sequence[dict[str, Any]], report_split: str | None = None)
     if seen:
         metrics["seen"] = {"n": sum(seen.values()), "why": dict(seen)}
     if (loops := loop_summary(headline)) is not None:
-        metrics["overall"]["coral"] = loops
+        metrics["overall"]["loop"] = loops
     return metrics
 
 

@@ -17,7 +17,7 @@ from babelrag.generate.conversation import Condenser, LLMCondenser, Turn
 from babelrag.generate.generator import generate
 from babelrag.kb import KnowledgeBase
 from babelrag.lang.detect import detector
-from babelrag.models.llm import build_llm
+from babelrag.models.bundle import Models
 from babelrag.retrieve.cache import RetrievalCache
 from babelrag.retrieve.pipeline import Searcher
 from babelrag.types import Answer, Context, Question, Trace
@@ -25,19 +25,20 @@ from babelrag.types import Answer, Context, Question, Trace
 
 class Answerer:
     def __init__(self, kb: KnowledgeBase, config: SearchConfig, cache: RetrievalCache | None = None,
-                 condenser: Condenser | None = None):
+                 condenser: Condenser | None = None, models: Models | None = None):
         """``condenser``: what makes a follow-up standalone (default: the config's ``conversation_llm``, else
-        its ``llm``, rewrites it)."""
+        its ``llm``, rewrites it); ``models``: what the strategies call (default: the config's)."""
         self.kb, self.config = kb, config
-        self.searcher = Searcher(kb, config, cache) if config.context != "none" else None
-        self.context = build_context(config.context) if config.context != "none" else None
+        self.models = models or Models(config)
+        self.searcher = Searcher(kb, config, cache, self.models) if config.context != "none" else None
+        self.context = build_context(config.context, self.models) if config.context != "none" else None
         self._detect = detector(tuple(kb.manifest["detect_languages"]))
         self._condenser = condenser
 
     def condenser(self) -> Condenser:
         """Built on first use: a single question never loads the rewriting model."""
         if self._condenser is None:
-            self._condenser = LLMCondenser(build_llm(self.config.conversation_llm or self.config.llm), self._detect)
+            self._condenser = LLMCondenser(self.models.rewriter, self._detect)
         return self._condenser
 
     def ask(self, question: Question | str, on_text: Callable[[str], None] | None = None,
@@ -65,7 +66,7 @@ class Answerer:
                                              trace)
                 step.update(passages=[{"number": cp.number, "id": cp.passage.id, "lang": cp.lang,
                                        "translated": cp.translated, "kind": cp.kind} for cp in context.passages])
-        text, citations, how = generate(question, context, self.config, trace, on_text,
+        text, citations, how = generate(question, context, self.config, self.models.generator, trace, on_text,
                                         asked=generator_query(question, trace, self.config))
         return Answer(question, text, citations, how, context, search, trace)
 

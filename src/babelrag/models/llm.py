@@ -12,7 +12,7 @@ import os
 import secrets
 import threading
 import time
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +20,11 @@ import httpx
 
 from babelrag import deadline, paths
 from babelrag.errors import ConfigError
+from babelrag.models.catalog import CATALOG, model_path
 from babelrag.models.llm_types import LLM, Completion, LLMError, Message, OnText
+from babelrag.registry import LLM_BACKENDS, shown
 
-__all__ = ["LLM", "Completion", "LLMError", "LocalLLM", "Message", "OpenAILLM", "build_llm"]
+__all__ = ["LLM", "Completion", "LLMError", "LocalLLM", "Message", "OpenAILLM", "build_llm", "register_llm"]
 
 def _delta(chunk: dict[str, Any]) -> str:
     choices = chunk.get("choices") or [{}]
@@ -264,9 +266,18 @@ _registered: dict[str, LLM] = {}
 def build_llm(spec: str) -> LLM:
     """``NAME`` (a provisioned model, see ``babelrag models``), a ``.gguf`` path, ``openai:MODEL[@URL]``
     (URL default ``$BABELRAG_LLM_URL`` or ``$OPENAI_BASE_URL``; key from ``$OPENAI_API_KEY``), or a name
-    given to an LLM object with ``models.registry.register_llm``."""
+    given to an LLM object with ``register_llm``."""
     with _lock:
         return Bounded(_registered.get(spec) or _build(spec))
+
+
+def register_llm(name: str, llm: LLM | None) -> None:
+    """Make ``llm`` what ``build_llm(name)`` returns in this process; ``None`` removes it."""
+    with _lock:
+        if llm is None:
+            _registered.pop(name, None)
+        else:
+            _registered[name] = llm
 
 
 def slots_of(spec: str) -> int:
@@ -292,20 +303,47 @@ class Bounded:
         return self.inner.stream(messages, on_text, max_tokens, temperature, seed)
 
 
+@LLM_BACKENDS.register("openai", argument="MODEL@URL",
+                       about="any OpenAI-compatible endpoint (URL default $BABELRAG_LLM_URL or $OPENAI_BASE_URL)")
+def _endpoint(argument: str) -> LLM:
+    model, _, url = argument.partition("@")
+    url = url or os.environ.get("BABELRAG_LLM_URL") or os.environ.get("OPENAI_BASE_URL", "")
+    if not url:
+        raise ConfigError(f"llm 'openai:{shown(argument)}': no endpoint; write openai:MODEL@URL or set "
+                          f"$BABELRAG_LLM_URL")
+    return OpenAILLM(url, model)
+
+
+@LLM_BACKENDS.register("gguf", argument="PATH", about="a local GGUF file (also written as a bare PATH.gguf)")
+def _gguf(path: str) -> LLM:
+    return LocalLLM(path)
+
+
+def _provisioned(name: str) -> LLM:
+    """A catalog model, from where ``babelrag models pull`` put it."""
+    return LocalLLM(str(model_path(name)))
+
+
+for _model in CATALOG.values():
+    LLM_BACKENDS.register(_model.name, about=_model.note)(partial(_provisioned, _model.name))
+
+
+def _backend(spec: str) -> str:
+    """A bare ``PATH.gguf`` is the ``gguf`` backend's argument."""
+    return f"gguf:{spec}" if spec.endswith(".gguf") and not spec.startswith("gguf:") else spec
+
+
+def check_llm(spec: str, field: str = "llm") -> None:
+    """A ``ConfigError`` naming ``field`` unless ``spec`` names a backend or an object given to ``register_llm``."""
+    with _lock:
+        if spec in _registered:
+            return
+    LLM_BACKENDS.entry(_backend(spec), field, also=("PATH.gguf", "a name given to register_llm"))
+
+
 @cache
 def _build(spec: str) -> LLM:
-    if spec.startswith("openai:"):
-        model, _, url = spec.removeprefix("openai:").partition("@")
-        url = url or os.environ.get("BABELRAG_LLM_URL") or os.environ.get("OPENAI_BASE_URL", "")
-        if not url:
-            raise ConfigError(f"llm '{spec}': no endpoint; write openai:MODEL@URL or set $BABELRAG_LLM_URL")
-        llm: LLM = OpenAILLM(url, model)
-    elif spec.endswith(".gguf"):
-        llm = LocalLLM(spec)
-    else:
-        from babelrag.models.catalog import model_path
-
-        llm = LocalLLM(str(model_path(spec)))
+    llm = LLM_BACKENDS.make(_backend(spec))
     if os.environ.get("BABELRAG_LLM_CACHE", "1") == "0":
         return llm
     from babelrag.models.llm_cache import CachedLLM

@@ -5,13 +5,23 @@ from __future__ import annotations
 import threading
 from functools import cache
 
-from babelrag.errors import ConfigError
 from babelrag.models import llm as llms
 from babelrag.models.llm import LLM, build_llm
 from babelrag.models.translate import CachedTranslator, LLMTranslator, MTTranslator, Translator
 from babelrag.paths import cache_dir
+from babelrag.registry import TRANSLATORS, Facts
 
 _lock = threading.Lock()
+
+
+@TRANSLATORS.register("llm", facts=Facts(llm_calls_per_passage=1), about="the config's LLM translates")
+def _llm_translator(llm: str) -> Translator:
+    return LLMTranslator(build_llm(llm))
+
+
+@TRANSLATORS.register("mt", argument="PATH", about="mt:PATH, a seq2seq model from a local directory")
+def _mt_translator(path: str, llm: str) -> Translator:
+    return MTTranslator(path)
 
 
 def translator_for(spec: str, llm: str) -> Translator:
@@ -22,21 +32,12 @@ def translator_for(spec: str, llm: str) -> Translator:
 
 @cache
 def _translator(spec: str, llm: str) -> Translator:
-    if spec == "llm":
-        inner: Translator = LLMTranslator(build_llm(llm))
-    elif spec.startswith("mt:"):
-        inner = MTTranslator(spec.removeprefix("mt:"))
-    else:
-        raise ConfigError(f"translator: unknown '{spec}' (llm, mt:PATH)")
-    return CachedTranslator(inner, cache_dir() / "translations.sqlite")
+    return CachedTranslator(TRANSLATORS.make(spec, llm), cache_dir() / "translations.sqlite")
 
 
 def register_llm(name: str, llm: LLM | None) -> None:
     """Make ``llm`` what ``llm: NAME`` (and translation with it) uses in this process; ``None`` removes
     it. Not wrapped in the completion cache: your object decides whether it is deterministic."""
-    with _lock, llms._lock:
-        if llm is None:
-            llms._registered.pop(name, None)
-        else:
-            llms._registered[name] = llm
+    with _lock:
+        llms.register_llm(name, llm)
         _translator.cache_clear()

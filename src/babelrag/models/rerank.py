@@ -19,8 +19,11 @@ import numpy as np
 from babelrag.errors import ConfigError
 from babelrag.models.embed import Embedder
 from babelrag.relevance.learned import LearnedReranker
+from babelrag.registry import RERANKERS, Facts
 from babelrag.relevance.model import RelevanceModel
 from babelrag.types import Hit, SearchRequest
+
+QueryVector = Callable[[str], np.ndarray]
 
 
 class Reranker(Protocol):
@@ -144,21 +147,35 @@ class CrossEncoderReranker:
         return scores
 
 
-RERANKERS = "none, learned, learned:default (the shipped model), dense-resort (alias dense), cross-encoder:PATH"
+_CLIENTS_MAY = Facts(client_choosable=True)
 
 
-def build_reranker(name: str, embedder: Embedder, query_vector: Callable[[str], np.ndarray] | None = None,
+@RERANKERS.register("none", facts=_CLIENTS_MAY, about="no reranking")
+def _no_reranker(embedder: Embedder, query_vector: QueryVector | None, relevance: RelevanceModel | None) -> None:
+    return None
+
+
+@RERANKERS.register("dense-resort", aliases=("dense",), facts=_CLIENTS_MAY, about="cosine only")
+def _dense(embedder: Embedder, query_vector: QueryVector | None, relevance: RelevanceModel | None) -> Reranker:
+    return DenseReranker(embedder, query_vector)
+
+
+@RERANKERS.register("learned", aliases=("learned:default",), facts=_CLIENTS_MAY,
+                    about="P(relevant) from the KB's relevance model (learned:default: the shipped one)")
+def _learned(embedder: Embedder, query_vector: QueryVector | None, relevance: RelevanceModel | None) -> Reranker:
+    if relevance is None:
+        raise ConfigError("rerank: learned needs a relevance model (the KB's, or the shipped default)")
+    return LearnedReranker(relevance, query_vector or (lambda text: embedder.embed([text], "query")[0]))
+
+
+@RERANKERS.register("cross-encoder", argument="PATH", about="cross-encoder:PATH, a local cross-encoder")
+def _cross_encoder(path: str, embedder: Embedder, query_vector: QueryVector | None,
+                   relevance: RelevanceModel | None) -> Reranker:
+    return CrossEncoderReranker(path)
+
+
+def build_reranker(name: str, embedder: Embedder, query_vector: QueryVector | None = None,
                    relevance: RelevanceModel | None = None) -> Reranker | None:
     """``query_vector`` lets the dense and learned rerankers reuse the vectors retrieval computed;
     ``relevance`` is the KB's model for ``learned``."""
-    if name == "none":
-        return None
-    if name in ("dense-resort", "dense"):
-        return DenseReranker(embedder, query_vector)
-    if name in ("learned", "learned:default"):
-        if relevance is None:
-            raise ConfigError("rerank: learned needs a relevance model (the KB's, or the shipped default)")
-        return LearnedReranker(relevance, query_vector or (lambda text: embedder.embed([text], "query")[0]))
-    if name.startswith("cross-encoder:"):
-        return CrossEncoderReranker(name.split(":", 1)[1])
-    raise ConfigError(f"rerank: unknown reranker '{name}' ({RERANKERS})")
+    return RERANKERS.make(name, embedder, query_vector, relevance)

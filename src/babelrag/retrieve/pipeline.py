@@ -10,9 +10,10 @@ import threading
 from dataclasses import replace
 
 from babelrag.concurrency import traced_in_order
-from babelrag.config import SearchConfig
+from babelrag.config import plans_several_paths
 from babelrag.kb import KnowledgeBase
 from babelrag.lang.detect import detector
+from babelrag.models.bundle import Models
 from babelrag.models.llm_types import LLMError
 from babelrag.models.rerank import build_reranker
 from babelrag.errors import ConfigError
@@ -20,6 +21,7 @@ from babelrag.relevance.model import RelevanceModel, default_model, model_for
 from babelrag.retrieve.cache import RetrievalCache
 from babelrag.retrieve.fusion import fuse
 from babelrag.retrieve.search import TRACE_HITS, rerank, retrieve
+from babelrag.search_config import SearchConfig
 from babelrag.strategies import LoopingStrategy, ResolvingStrategy, build_strategy
 from babelrag.strategies.as_written import AsWritten
 from babelrag.strategies.tuned import load_profile
@@ -39,7 +41,7 @@ def resolve_rerank(kb: KnowledgeBase, config: SearchConfig) -> tuple[str, Releva
         model = model_for(kb.manifest, profile)
         if model.fits(kb.embedder.fingerprint()):
             rerank = "learned"
-        elif config.threshold is not None or (config.merge == "max" and config.multi_path()):
+        elif config.threshold is not None or (config.merge == "max" and plans_several_paths(config)):
             raise ConfigError(f"rerank: auto found no relevance model for the embedder of knowledge base '{kb.name}' "
                               f"(run `babelrag tune`), and a threshold or max-merged paths need one score scale: "
                               f"set rerank (e.g. dense-resort) or use merge=rrf without a threshold")
@@ -54,12 +56,16 @@ def resolve_rerank(kb: KnowledgeBase, config: SearchConfig) -> tuple[str, Releva
 
 
 class Searcher:
-    def __init__(self, kb: KnowledgeBase, config: SearchConfig, cache: RetrievalCache | None = None):
+    def __init__(self, kb: KnowledgeBase, config: SearchConfig, cache: RetrievalCache | None = None,
+                 models: Models | None = None):
+        """``models``: the LLMs and translator the strategies call (default: the configuration's, built on
+        first use)."""
         self.kb, self.config, self.cache = kb, config, cache
+        self.models = models or Models(config)
         self.rerank, self.relevance = resolve_rerank(kb, config)
         self.reranker = build_reranker(self.rerank, kb.embedder, kb.query_vector, self.relevance)
-        self.strategy = build_strategy(config.strategy)
-        self.extras = [build_strategy(name) for name in config.extra_paths]
+        self.strategy = build_strategy(config.strategy, self.models)
+        self.extras = [build_strategy(name, self.models) for name in config.extra_paths]
         self._detect = detector(tuple(kb.manifest["detect_languages"]))
         self._by_config: dict[str, Searcher] = {}
         self._lock = threading.Lock()
@@ -85,7 +91,7 @@ class Searcher:
             if strategy is self.strategy and not planned:
                 if len(trace.failures) == failures:  # a strategy that found nothing to search, said nowhere yet
                     trace.fail(strategy.name, "no usable path", "searched the question as written")
-                planned = AsWritten().plan(question, self.kb, self.config, trace)
+                planned = AsWritten(self.models).plan(question, self.kb, self.config, trace)
             requests.extend(planned)
         unique: dict[tuple, SearchRequest] = {}
         for request in requests:  # the same search twice finds the same candidates: run it once

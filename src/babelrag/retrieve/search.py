@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from babelrag.config import SearchConfig
+from babelrag.search_config import SearchConfig
 from babelrag.kb import KnowledgeBase
 from babelrag.lang import analysis
 from babelrag.models.rerank import Reranker

@@ -12,15 +12,18 @@ from typing import Any, Literal, get_origin
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from babelrag.codes import iso_country, iso_language
-from babelrag.config import SearchConfig, for_country, make_config, preset_config
+from babelrag.config import AUTO_RERANK, SearchConfig, context_facts, for_country, make_config, preset_config
 from babelrag.errors import ConfigError
+from babelrag.registry import RERANKERS, STRATEGIES
 
 KB_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
 LANG = r"^[a-z]{2,3}$"
 # what one client request may ask for at most (the operator's own config is not bounded by these)
 LIMITS = {"candidates": 200, "k": 100, "max_paths": 4, "extra_paths": 2, "langs": 12, "answer_tokens": 512}
-GENERATE_K = {"multirag": 10, "none": 10, "crossrag": 5, "dkm": 3, "qtt": 5}  # each passage costs LLM calls
-EXTRA_PATHS = {"as_written", "pivot", "kb_languages", "hyde", "delta"}
+# what clients may pick, from the registered facts: a method that is not open to clients says so itself
+EXTRA_PATHS = {e.name for e in STRATEGIES.entries() if e.facts.client_choosable}
+CLIENT_RERANKERS = (AUTO_RERANK, *(name for e in RERANKERS.entries() if e.facts.client_choosable
+                                  for name in (e.name, *e.aliases)))
 # fields a client may change; the model, translator, reranker paths and generator stay the server's
 CLIENT_SETTINGS = {"mode", "fusion", "keyword_weight", "candidates", "rerank", "threshold", "k", "country_filter",
                    "langs", "merge", "strategy", "extra_paths", "lang_scope", "max_paths", "kb_paths", "context",
@@ -110,8 +113,8 @@ class SearchBody(BaseModel):
             raise ValueError(f"not open to clients: {', '.join(named) or f'{len(unknown)} unknown setting(s)'}; "
                              f"clients may set {', '.join(sorted(CLIENT_SETTINGS))}")
         check_kinds(value)
-        if value.get("rerank") not in (None, "auto", "none", "learned", "learned:default", "dense-resort", "dense"):
-            raise ValueError("rerank: clients may choose auto, none, learned, learned:default or dense-resort")
+        if value.get("rerank") is not None and value["rerank"] not in CLIENT_RERANKERS:
+            raise ValueError(f"rerank: clients may choose {', '.join(CLIENT_RERANKERS)}")
         extra = value.get("extra_paths")
         if extra is not None:
             if not isinstance(extra, list) or not set(map(str, extra)) <= EXTRA_PATHS:
@@ -133,17 +136,20 @@ class SearchBody(BaseModel):
         return value
 
     def config(self, llm: str | None, defaults: dict[str, Any] | None = None, seconds: float | None = None) -> SearchConfig:
-        """The request's configuration; ``seconds`` (the request deadline) bounds CORAL's model budget."""
+        """The request's configuration; ``seconds`` (the request deadline) bounds the model seconds a strategy
+        that declares a budget (CORAL's loop) may spend."""
         base = preset_config(self.preset, for_country({**(defaults or {}), **self.settings}, self.country)).model_dump()
         if llm:
             base["llm"] = llm
         base["answer_tokens"] = min(base["answer_tokens"], LIMITS["answer_tokens"])
-        most = GENERATE_K.get(base["context"], 5)
+        most = context_facts(base["context"]).max_passages  # each passage costs model calls
         if base["generate_k"] > most:
             raise ConfigError(f"generate_k: at most {most} with context {base['context']} (each passage costs "
                               f"model calls)")
-        if seconds is not None:
-            base["coral"] = {**base["coral"], "max_seconds": min(base["coral"]["max_seconds"], 0.8 * seconds)}
+        budget = STRATEGIES.facts(base["strategy"]).seconds_budget
+        if seconds is not None and budget:
+            section, field = budget.split(".")
+            base[section] = {**base[section], field: min(base[section][field], 0.8 * seconds)}
         return make_config(base)
 
 

@@ -1,24 +1,20 @@
 """Query strategies: each turns a question into the search requests (paths) to run.
 
-One file per strategy; ``STRATEGIES`` is the registry the config's ``strategy`` field names. A
-looping strategy (CORAL) decides each round from the last one's results, so instead of planning
-up front it drives the same search stage itself and returns its evidence ranking. A resolving
-strategy (tuned) picks, per question, the configuration whose strategy then runs.
+One file per strategy, registering itself in ``registry.STRATEGIES`` with its parameters and facts; the
+imports below are the registration lines. A looping strategy (CORAL) decides each round from the last
+one's results, so instead of planning up front it drives the same search stage itself and returns its
+evidence ranking. A resolving strategy (tuned) picks, per question, the configuration whose strategy then
+runs. Every strategy is built with the ``Models`` it may call.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from babelrag.config import SearchConfig
-from babelrag.errors import ConfigError
-from babelrag.strategies.as_written import AsWritten
-from babelrag.strategies.coral import Coral
-from babelrag.strategies.delta import Delta
-from babelrag.strategies.hyde import HyDE
-from babelrag.strategies.kb_languages import KBLanguages
-from babelrag.strategies.pivot import Pivot
-from babelrag.strategies.tuned import Tuned
+from babelrag.models.bundle import Models
+from babelrag.registry import STRATEGIES
+from babelrag.search_config import SearchConfig
+from babelrag.strategies import as_written, coral, delta, hyde, kb_languages, pivot, tuned, unaccented  # noqa: F401
 from babelrag.types import Question, Ranking, SearchRequest, Trace
 
 if TYPE_CHECKING:
@@ -52,10 +48,8 @@ class ResolvingStrategy(Protocol):
 
 
 Strategy = QueryStrategy | LoopingStrategy | ResolvingStrategy
-STRATEGIES: dict[str, type[Strategy]] = {s.name: s for s in (AsWritten, Pivot, KBLanguages, HyDE, Delta, Coral, Tuned)}
 
 
-def build_strategy(name: str) -> Strategy:
-    if name not in STRATEGIES:
-        raise ConfigError(f"strategy: unknown '{name}' (known: {', '.join(STRATEGIES)})")
-    return STRATEGIES[name]()
+def build_strategy(name: str, models: Models) -> Strategy:
+    """The strategy ``name`` names, holding the models it may call."""
+    return STRATEGIES.make(name, models)

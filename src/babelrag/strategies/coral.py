@@ -14,11 +14,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
-from babelrag.config import CoralConfig, SearchConfig
 from babelrag.lang.detect import detector
 from babelrag.lang.languages import language_name
-from babelrag.models.llm import LLM, LLMError, build_llm
+from babelrag.models.bundle import Models
+from babelrag.models.llm import LLM, LLMError
 from babelrag.models.structured import complete_json
+from babelrag.registry import STRATEGIES, Facts
+from babelrag.search_config import CoralConfig, SearchConfig
 from babelrag.strategies.scope import kb_languages
 from babelrag.types import Hit, PassageFilter, Question, Ranking, SearchRequest, Trace
 
@@ -135,13 +137,30 @@ def _clip(text: str, chars: int) -> str:
     return text if len(text) <= chars else text[:chars].rsplit(" ", 1)[0] + " …"
 
 
+class CoralParams(BaseModel):
+    """CORAL's rounds, critic and budget (SPEC §3.9)."""
+
+    coral: CoralConfig = CoralConfig()
+
+
+_DEFAULT = CoralConfig()
+
+
+# per round a plan, a critique per passage and a sufficiency check, at the default rounds and passages
+@STRATEGIES.register("coral", params=CoralParams,
+                     facts=Facts(paths="own", llm_calls_per_question=_DEFAULT.rounds * (2 + _DEFAULT.per_round_k),
+                                 trace_stages=("coral",), seconds_budget="coral.max_seconds"),
+                     about="CORAL's agent loop: plan, retrieve, critique, until the evidence suffices")
 class Coral:
     name = "coral"
+
+    def __init__(self, models: Models):
+        self.models = models
 
     def loop(self, question: Question, kb: KnowledgeBase, config: SearchConfig, trace: Trace,
              search: SearchPaths) -> Ranking:
         options = config.coral
-        llm = build_llm(config.llm)
+        llm = self.models.llm
         budget = Budget(trace, options.max_tokens, options.max_seconds)
         fixed_country = question.country if config.country_filter else None
         langs = kb_languages(kb.manifest, fixed_country, config.pivot)

@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field, field_validator
 
-from babelrag.config import DeltaConfig, SearchConfig
 from babelrag.lang.languages import language_name
-from babelrag.models.llm import LLM, LLMError, build_llm
-from babelrag.models.registry import translator_for
+from babelrag.models.bundle import Models
+from babelrag.models.llm import LLMError
 from babelrag.models.structured import complete_json
 from babelrag.models.translate import TranslationFailed, translate
+from babelrag.registry import STRATEGIES, Facts
+from babelrag.search_config import DeltaConfig, SearchConfig
 from babelrag.strategies.locale import CulturalCue, classify_locale
 from babelrag.strategies.scope import path_filter
 from babelrag.types import Question, SearchRequest, Trace
@@ -120,8 +121,21 @@ def fuse_query(q_glob: str, q_local: str, lang: str, cue: CulturalCue | None, bu
                                           "blocks": [label for label, _, _ in blocks]})
 
 
+class DeltaParams(BaseModel):
+    """DELTA's repetition thresholds, caps and modes (SPEC §3.8)."""
+
+    delta: DeltaConfig = DeltaConfig()
+
+
+# translation, the cultural cue, the anchor bundle
+@STRATEGIES.register("delta", params=DeltaParams,
+                     facts=Facts(llm_calls_per_question=3, client_choosable=True, trace_stages=("delta",)),
+                     about="DELTA's fused query: the question, an English back-off and anchors")
 class Delta:
     name = "delta"
+
+    def __init__(self, models: Models):
+        self.models = models
 
     def plan(self, question: Question, kb: KnowledgeBase, config: SearchConfig, trace: Trace) -> list[SearchRequest]:
         lang = question.lang or "en"
@@ -129,10 +143,10 @@ class Delta:
         options = config.delta
         if lang == "en" and options.english_mode == "passthrough":
             return [SearchRequest(question.text, kb.name, lang, flt, "delta:passthrough")]
-        llm: LLM = build_llm(config.llm)
+        llm = self.models.llm
         with trace.step("delta", self.name) as step:
             try:
-                q_glob = translate(translator_for(config.translator, config.llm), question.text, lang, "en", trace)
+                q_glob = translate(self.models.translator, question.text, lang, "en", trace)
             except TranslationFailed as error:  # no English back-off: the search stage takes the question as written
                 trace.fail("translate", str(error), "delta path dropped")
                 step["failed"] = str(error)

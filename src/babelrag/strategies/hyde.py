@@ -6,12 +6,16 @@ candidates are reranked against the original question, so max-merge compares lik
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
-from babelrag.config import SearchConfig
+from pydantic import BaseModel
+
 from babelrag.lang.languages import language_name
-from babelrag.models.llm import LLMError, build_llm
+from babelrag.models.bundle import Models
+from babelrag.models.llm import LLMError
 from babelrag.models.structured import record
+from babelrag.registry import STRATEGIES, Facts
+from babelrag.search_config import SearchConfig
 from babelrag.strategies.scope import path_filter
 from babelrag.types import Question, SearchRequest, Trace
 
@@ -21,8 +25,20 @@ if TYPE_CHECKING:
 MAX_TOKENS = 90
 
 
+class HydeParams(BaseModel):
+    """The passage's language: the question's, or the pivot."""
+
+    hyde_lang: Literal["query", "pivot"] = "query"
+
+
+@STRATEGIES.register("hyde", params=HydeParams,
+                     facts=Facts(llm_calls_per_question=1, client_choosable=True, trace_stages=("hyde",)),
+                     about="a passage an LLM writes to answer the question")
 class HyDE:
     name = "hyde"
+
+    def __init__(self, models: Models):
+        self.models = models
 
     def plan(self, question: Question, kb: KnowledgeBase, config: SearchConfig, trace: Trace) -> list[SearchRequest]:
         lang = question.lang if config.hyde_lang == "query" and question.lang else config.pivot
@@ -32,7 +48,7 @@ class HyDE:
                     {"role": "user", "content": question.text}]
         with trace.step("hyde", self.name, lang=lang) as step:
             try:
-                completion = build_llm(config.llm).complete(messages, max_tokens=MAX_TOKENS)
+                completion = self.models.llm.complete(messages, max_tokens=MAX_TOKENS)
             except LLMError as error:
                 trace.fail("hyde", str(error), "hyde path dropped")
                 return []

@@ -11,10 +11,13 @@ An Indonesian question about Sweden yields en + sv paths: no page is Indonesian.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
-from babelrag.config import SearchConfig
-from babelrag.models.registry import translator_for
+from pydantic import BaseModel, Field
+
+from babelrag.models.bundle import Models
+from babelrag.registry import STRATEGIES, Facts
+from babelrag.search_config import SearchConfig
 from babelrag.models.translate import translate_many
 from babelrag.strategies.scope import kb_languages, path_filter
 from babelrag.types import Question, SearchRequest, Trace
@@ -23,8 +26,24 @@ if TYPE_CHECKING:
     from babelrag.kb import KnowledgeBase
 
 
+class KBLanguagesParams(BaseModel):
+    """Which KB-language paths, and how many."""
+
+    max_paths: int = Field(3, ge=1, le=10)
+    kb_paths: Literal["all", "pivot", "local"] = "all"
+    kb_targets: tuple[str, ...] = ()
+
+
+# one call for every language, and one more for each that came back in another language (max_paths 3)
+@STRATEGIES.register("kb_languages", params=KBLanguagesParams,
+                     facts=Facts(paths="several", llm_calls_per_question=4, client_choosable=True,
+                                 trace_stages=("translate",)),
+                     about="the question translated into the KB's languages, one path each")
 class KBLanguages:
     name = "kb_languages"
+
+    def __init__(self, models: Models):
+        self.models = models
 
     def plan(self, question: Question, kb: KnowledgeBase, config: SearchConfig, trace: Trace) -> list[SearchRequest]:
         country = question.country if config.country_filter else None
@@ -37,7 +56,7 @@ class KBLanguages:
         if not targets:  # no KB language for this country (an unknown one): nothing to translate into
             return []
         with trace.step("translate", self.name, src=question.lang, targets=targets) as record:
-            result = translate_many(translator_for(config.translator, config.llm), question.text, question.lang or "",
+            result = translate_many(self.models.translator, question.text, question.lang or "",
                                     targets, trace)
             record.update(texts=result.texts, failed=result.failed)
         for target, reason in result.failed.items():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from babelrag.config import SearchConfig
+from babelrag.search_config import SearchConfig
 from babelrag.relevance.model import default_model
 from babelrag.types import PassageFilter, Question
 

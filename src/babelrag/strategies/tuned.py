@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from babelrag.config import SearchConfig, make_config
 from babelrag.errors import ConfigError, IndexMismatch
+from babelrag.models.bundle import Models
+from babelrag.registry import STRATEGIES, Facts
+from babelrag.search_config import SearchConfig, validated
 from babelrag.types import Question
 
 if TYPE_CHECKING:
@@ -106,10 +108,19 @@ def load_profile(kb: KnowledgeBase, path: str | None = None) -> Profile:
     return profile
 
 
+class TunedParams(BaseModel):
+    """A profile file instead of the one stored with the KB."""
+
+    profile: str | None = None
+
+
+@STRATEGIES.register("tuned", params=TunedParams, facts=Facts(paths="resolved", trace_stages=("resolve",)),
+                     about="the profile `babelrag tune` fitted for this KB, per question cell")
 class Tuned:
     name = "tuned"
 
-    def __init__(self) -> None:
+    def __init__(self, models: Models) -> None:
+        """Calls no model itself: the configuration it resolves is searched with models of its own."""
         self._profiles: dict[tuple[str, str | None, str | None], Profile] = {}  # read and checked once
 
     def resolve(self, question: Question, kb: KnowledgeBase, config: SearchConfig) -> tuple[SearchConfig, dict[str, Any]]:
@@ -130,7 +141,7 @@ class Tuned:
         values["kb_targets"] = profile.targets.get(cell, [])
         if rule.k is not None:
             values["k"] = min(config.k, rule.k)
-        return make_config(values), {"rule": key, "source": rule.source, "option": rule.option,
+        return validated(values), {"rule": key, "source": rule.source, "option": rule.option,
                                      "threshold": rule.threshold, "k": values["k"]}
 
 

@@ -18,7 +18,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException, Request, Response
 from fastapi.responses import StreamingResponse
 
-from babelrag.config import SearchConfig
+from babelrag.config import SearchConfig, finding_calls_llm
 from babelrag.door import Checked, checked
 from babelrag.errors import ConfigError
 from babelrag.generate.answerer import Answerer
@@ -71,7 +71,7 @@ async def search(request: Request, service: Service = Depends(service_of)) -> Re
         checked = door(body, config, kb)
         searcher = Searcher(kb, checked.config)
         with service.embedding_slot(kb, body.question), \
-                (service.gate.enter() if config.query_uses_llm() else contextlib.nullcontext()):
+                (service.gate.enter() if finding_calls_llm(config) else contextlib.nullcontext()):
             result = searcher.search(checked.question)
         checked.noted(result.trace)
         return rendered(public_trace(result.to_dict()))
