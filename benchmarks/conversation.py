@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from common import XQUAD, bench_store, ensure_pooled_xquad, need_data, table
 
-from babelrag.bench.squad import SquadQuestion, load_squad_folder
+from babelrag.experiments.squad import SquadQuestion, load_squad_folder
 from babelrag.config import preset_config
 from babelrag.evaluate.metrics import retrieval_scores
 from babelrag.evaluate.significance import compare

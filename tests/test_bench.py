@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from babelrag.bench import swefaq, xquad_cells
-from babelrag.bench.runner import run_bench
-from babelrag.bench.squad import load_squad_folder
+from babelrag.experiments import swefaq, xquad_cells
+from babelrag.experiments.runner import run_bench
+from babelrag.experiments.squad import load_squad_folder
 from babelrag.config import preset_config
 from babelrag.errors import ConfigError, InputError
 from babelrag.evaluate.golden import GoldenQuestion, load_golden
@@ -194,7 +194,7 @@ def test_cold_runs_embed_every_question_afresh(xquad_store: str, small_xquad: li
 
 
 def test_non_parallel_layouts_hold_each_page_in_one_language(tmp_path: Path) -> None:
-    from babelrag.bench.datasets import DATASETS, Sources
+    from babelrag.experiments.datasets import DATASETS, Sources
 
     data = other_folder(tmp_path / "data", langs=("en", "de", "zh", "ar"), articles=6, paragraphs=2)
     sources = Sources.locate(data, quick=False, seed=5)
@@ -222,7 +222,7 @@ def test_non_parallel_layouts_hold_each_page_in_one_language(tmp_path: Path) -> 
 
 
 def test_the_mixed_layout_puts_the_swedish_faq_beside_other_languages(tmp_path: Path) -> None:
-    from babelrag.bench.datasets import DATASETS, Sources
+    from babelrag.experiments.datasets import DATASETS, Sources
 
     data = tmp_path / "data"
     other_folder(data / "xquad-dev", langs=("en", "de"), articles=3, paragraphs=2)

@@ -75,8 +75,8 @@ def test_the_shipped_model_is_calibrated_on_held_out_questions_per_path_type(xqu
     side that matters for τ is checked: a relevant candidate is never much likelier than predicted, so a cut at τ
     does not drop more gold than it claims. Two-sided reliability on the benchmark layouts' test articles is
     measured by ``benchmarks/default_relevance.py`` (every decile within 0.04)."""
-    from babelrag.bench.squad import load_squad_folder
-    from babelrag.bench.xquad_cells import DEV_SHARE, split_of
+    from babelrag.experiments.squad import load_squad_folder
+    from babelrag.experiments.xquad_cells import DEV_SHARE, split_of
     from babelrag.tune.fitting import reliability
     from babelrag.tune.training import collect
 
@@ -217,7 +217,7 @@ def test_a_profile_for_another_kb_or_embedder_is_refused(tuned_kb: str, tmp_path
 
 
 def golden_for(small_xquad: list[Path], kb: str) -> list[GoldenQuestion]:
-    from babelrag.bench.squad import load_squad_folder
+    from babelrag.experiments.squad import load_squad_folder
 
     corpus = load_squad_folder(small_xquad[0].parent)
     return [GoldenQuestion(id=f"{q.lang}:{q.qid}", question=q.text, lang=q.lang, kb=kb, gold_pages=(q.page,),

@@ -51,7 +51,7 @@ from babelrag.generate.answerer import Answerer
 from babelrag.generate.generator import strip_citations
 from babelrag.jsonl import numbered_lines
 from babelrag.kb import KnowledgeBase
-from babelrag.lang import analysis
+from babelrag.lang import analyzers
 from babelrag.models.llm import build_llm, slots_of
 from babelrag.models.llm_types import LLMError
 from babelrag.paths import cache_dir
@@ -187,7 +187,7 @@ class _Runner:
         model failure here is left to the questions (each records its own); anything else stops the run."""
         try:
             for lang in self.kb.manifest["languages"].get("all", {}):
-                analysis.tokens("warm up", lang)
+                analyzers.tokens("warm up", lang)
             if config.query_uses_llm() or config.context not in ("none", "multirag") or self.answerer is not None:
                 build_llm(config.llm)  # loading a local model is not a question's work
                 if self.answerer is not None:

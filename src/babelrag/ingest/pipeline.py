@@ -17,7 +17,7 @@ from babelrag.ingest.chunking import approximate_tokens, chunk_text
 from babelrag.ingest.readers import read_source
 from babelrag.ingest.records import Defaults, Located, validate_all
 from babelrag.kb import KnowledgeBase, embedder_for, resolve_store
-from babelrag.lang import analysis
+from babelrag.lang import analyzers
 from babelrag.lang.detect import detector
 from babelrag.lang.languages import DEFAULT_DETECT
 from babelrag.models.embed import allow_endpoint
@@ -118,7 +118,7 @@ def _index(kb_name: str, records: Sequence[Located], store: Store, options: Inge
         counter = getattr(embedder, "token_count", None)
         count = (lambda text: counter(text) or approximate_tokens(text)) if counter else approximate_tokens
         passages, detected, chunked = _passages(records, detect_languages, chunking["budget_tokens"], count)
-        terms = [analysis.tokens(p.text, p.lang) for p in passages]
+        terms = [analyzers.tokens(p.text, p.lang) for p in passages]
         record_ids = list(dict.fromkeys(r.document.id for r in records))
         if kb is None:
             _refuse_collisions(passages, None)

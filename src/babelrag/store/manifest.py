@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from babelrag import __version__
 from babelrag.errors import KBUnreadable
-from babelrag.lang import analysis
+from babelrag.lang import analyzers
 
 FORMAT = 1
 
@@ -26,7 +26,7 @@ def components(embedder_fingerprint: str, engine: str) -> dict[str, str]:
     """The fields that must match between the index and this install, flattened for comparison."""
     fields = {"format": str(FORMAT), "babelrag": _major_minor(__version__), "engine": engine,
               "embedder": embedder_fingerprint}
-    fields.update({f"analyzer.{k}": v for k, v in analysis.versions().items()})
+    fields.update({f"analyzer.{k}": v for k, v in analyzers.versions().items()})
     return fields
 
 
