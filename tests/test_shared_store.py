@@ -102,7 +102,7 @@ def test_a_rebuild_stages_under_a_name_no_user_can_give(tmp_path: Path) -> None:
     index_sources("kb1", [other], store, IngestOptions(rebuild=True))
     for name, documents in (("kb1.old", len(DOCS)), ("kb1.rebuild", len(DOCS)), ("kb1", 1)):
         with KnowledgeBase.open(name, store) as kb:
-            assert kb.manifest["documents"] == documents, name
+            assert kb.manifest.documents == documents, name
     assert babelrag.open_kb("kb1", store).close() is None and sorted(p.name for p in Path(store).iterdir()) == \
         ["kb1", "kb1.old", "kb1.rebuild"]
     for reserved in ("_rebuild.kb1", "_retired.kb1"):
@@ -138,9 +138,9 @@ def test_a_damaged_journal_makes_its_kb_unreadable(store: str, content: str) -> 
 
 def test_delete_by_ids_doc_ids_or_everything(store: str) -> None:
     with KnowledgeBase.open("kb", store) as kb:
-        assert kb.delete(ids=["d0"]) == 1 and kb.manifest["documents"] == 1
+        assert kb.delete(ids=["d0"]) == 1 and kb.manifest.documents == 1
         assert kb.delete(doc_ids=["nope"]) == 0
-        assert kb.delete(everything=True) == 1 and kb.manifest["documents"] == 0
+        assert kb.delete(everything=True) == 1 and kb.manifest.documents == 0
         with pytest.raises(ConfigError):
             kb.delete()
 

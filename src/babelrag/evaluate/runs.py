@@ -178,7 +178,7 @@ class _Runner:
         self.answerer = Answerer(kb, config, cache) if answer else None
         self.searcher = None if answer else Searcher(kb, config, cache)
         self.scored = not (answer and config.context == "none")
-        self.languages = sorted(set(kb.manifest["languages"].get("all", {})) | {"en"})
+        self.languages = sorted(set(kb.manifest.languages.all) | {"en"})
         if timing == "cold":
             self._warm_up(config)
 
@@ -186,7 +186,7 @@ class _Runner:
         """Load every analyzer and touch the engine once, untimed, so no question pays for loading. A
         model failure here is left to the questions (each records its own); anything else stops the run."""
         try:
-            for lang in self.kb.manifest["languages"].get("all", {}):
+            for lang in self.kb.manifest.languages.all:
                 analyzers.tokens("warm up", lang)
             if config.query_uses_llm() or config.context not in ("none", "multirag") or self.answerer is not None:
                 build_llm(config.llm)  # loading a local model is not a question's work

@@ -31,7 +31,7 @@ class Answerer:
         self.kb, self.config = kb, config
         self.searcher = Searcher(kb, config, cache) if config.context != "none" else None
         self.context = build_context(config.context) if config.context != "none" else None
-        self._detect = detector(tuple(kb.manifest["detect_languages"]))
+        self._detect = detector(tuple(kb.manifest.detect_languages))
         self._condenser = condenser
 
     def condenser(self) -> Condenser:

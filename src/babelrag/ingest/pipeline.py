@@ -113,8 +113,9 @@ def _index(kb_name: str, records: Sequence[Located], store: Store, options: Inge
         kb = KnowledgeBase.open(kb_name, store)
     try:
         embedder = kb.embedder if kb else embedder_for(options.embedder)
-        chunking = kb.manifest["chunking"] if kb else {"budget_tokens": options.chunk_tokens}
-        detect_languages = kb.manifest["detect_languages"] if kb else list(options.detect_languages or DEFAULT_DETECT)
+        built = kb.manifest if kb else None
+        chunking = built.chunking.model_dump() if built else {"budget_tokens": options.chunk_tokens}
+        detect_languages = built.detect_languages if built else list(options.detect_languages or DEFAULT_DETECT)
         counter = getattr(embedder, "token_count", None)
         count = (lambda text: counter(text) or approximate_tokens(text)) if counter else approximate_tokens
         passages, detected, chunked = _passages(records, detect_languages, chunking["budget_tokens"], count)
@@ -132,7 +133,7 @@ def _index(kb_name: str, records: Sequence[Located], store: Store, options: Inge
             created = True
         with kb.collection.writing():
             embed_seconds = _write_all(kb, records, passages, terms, record_ids, created, options.batch_size)
-        languages = dict(kb.manifest["languages"]["all"])
+        languages = dict(kb.manifest.languages.all)
     except BaseException:
         if created:  # a first ingest that failed leaves no half KB behind
             kb.close()
@@ -190,7 +191,7 @@ def _refuse_collisions(passages: Sequence[Passage], kb: KnowledgeBase | None) ->
 
 
 def _write(kb: KnowledgeBase, passages: list[Passage], terms: list[list[str]], batch_size: int) -> float:
-    avgdl = float(kb.manifest["bm25"]["avgdl"])
+    avgdl = kb.manifest.bm25.avgdl
     embed_seconds = 0.0
     with progress(f"indexing {kb.name}", len(passages)) as advance:
         for start in range(0, len(passages), batch_size):
