@@ -75,3 +75,19 @@ def test_a_field_of_the_wrong_type_is_named() -> None:
     stored["languages"]["countries"] = {"SE": "sv"}
     with pytest.raises(KBUnreadable, match=r"manifest: languages\.countries\.SE"):
         Manifest.parse(stored, "kb")
+
+
+def test_declared_kb_languages_are_written_to_the_manifest_and_cleared(store: str) -> None:
+    from typer.testing import CliRunner
+
+    from babelrag.cli import app
+
+    path = Path(store) / "kb" / "manifest.json"
+    declared = CliRunner().invoke(app, ["languages", "--kb", "kb", "--country", "SE", "--set", "sv", "--store", store])
+    assert declared.exit_code == 0 and "SE: sv" in declared.stdout
+    assert json.loads(path.read_text(encoding="utf-8"))["language_overrides"]["countries"] == {"SE": ["sv"]}
+    everywhere = CliRunner().invoke(app, ["languages", "--kb", "kb", "--set", "en", "--store", store])
+    assert everywhere.exit_code == 0 and "(no country): en" in everywhere.stdout
+    cleared = CliRunner().invoke(app, ["languages", "--kb", "kb", "--country", "SE", "--clear", "--store", store])
+    assert cleared.exit_code == 0 and "SE: en, sv" in cleared.stdout  # counted again: pivot first
+    assert json.loads(path.read_text(encoding="utf-8"))["language_overrides"] == {"all": ["en"], "countries": {}}

@@ -231,11 +231,13 @@ def languages(
         manifest = handle.manifest
         overrides = manifest.language_overrides
         if clear or chosen:
-            if country:
-                overrides.countries.pop(country, None)
-                overrides.countries.update({country: chosen} if chosen and not clear else {})
+            declared = None if clear else chosen
+            if not country:
+                overrides.all = declared
+            elif declared:
+                overrides.countries[country] = declared
             else:
-                overrides.all = None if clear else chosen
+                overrides.countries.pop(country, None)
             handle.write_manifest(manifest)
         countries = [country] if country else [None, *sorted(manifest.languages.countries)]
         for name in countries:
