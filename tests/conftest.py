@@ -171,3 +171,28 @@ def a_manifest(**fields: Any):  # noqa: ANN201 - a Manifest
             "bm25": {"avgdl": 50.0}, "chunking": {"budget_tokens": 512}, "detect_languages": ["en"],
             "passages": 0, "documents": 0}
     return Manifest.model_validate({**base, **fields})
+
+
+@pytest.fixture(scope="session")
+def store_of(tmp_path_factory: pytest.TempPathFactory) -> Callable[[list[dict[str, Any]], Path], str]:
+    """``store_of(rows, folder)``: an embedded store at ``folder/store`` holding KB 'kb' indexed from ``rows``
+    — built once per distinct ``rows`` in the session and copied, so tests that damage or rewrite their
+    store each get their own without indexing it again."""
+    import shutil
+
+    from babelrag.ingest.pipeline import index_sources
+
+    built: dict[str, Path] = {}
+
+    def store_of(rows: list[dict[str, Any]], folder: Path) -> str:
+        key = json.dumps(rows, sort_keys=True, ensure_ascii=False)
+        if key not in built:
+            template = tmp_path_factory.mktemp("template")
+            source = template / "rows.jsonl"
+            source.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows), encoding="utf-8")
+            index_sources("kb", [str(source)], str(template / "store"))
+            built[key] = template / "store"
+        shutil.copytree(built[key], folder / "store")
+        return str(folder / "store")
+
+    return store_of

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from babelrag.errors import KBUnreadable
-from babelrag.ingest.pipeline import index_sources
 from babelrag.kb import KnowledgeBase
 from babelrag.store.manifest import Manifest, new_manifest
 
@@ -17,11 +16,8 @@ DOCS = [{"id": "d0", "text": "Apoteket säljer receptfria läkemedel.", "lang": 
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> str:
-    source = tmp_path / "d.jsonl"
-    source.write_text("\n".join(json.dumps(row, ensure_ascii=False) for row in DOCS), encoding="utf-8")
-    index_sources("kb", [str(source)], str(tmp_path / "store"))
-    return str(tmp_path / "store")
+def store(tmp_path: Path, store_of) -> str:  # noqa: ANN001 - conftest's store_of
+    return store_of(DOCS, tmp_path)
 
 
 def test_a_manifest_round_trips_with_the_names_on_disk_and_unknown_keys() -> None:

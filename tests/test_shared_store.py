@@ -28,9 +28,8 @@ def jsonl(path: Path, rows: list[dict]) -> str:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> str:
-    index_sources("kb", [jsonl(tmp_path / "d.jsonl", DOCS)], str(tmp_path / "store"))
-    return str(tmp_path / "store")
+def store(tmp_path: Path, store_of) -> str:  # noqa: ANN001 - conftest's store_of
+    return store_of(DOCS, tmp_path)
 
 
 def test_handles_in_one_process_share_the_kb_and_take_turns_writing(store: str) -> None:
