@@ -12,8 +12,6 @@ from babelrag.ingest.records import Defaults
 from babelrag.kb import KnowledgeBase
 from babelrag.store.schema import Match, Where
 
-pytestmark = pytest.mark.slow
-
 
 def write_jsonl(path: Path, rows: list[dict]) -> Path:
     path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n", encoding="utf-8")
