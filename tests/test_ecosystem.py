@@ -181,7 +181,6 @@ def test_the_openai_client_gets_cited_answers_streamed_or_not(store: str, citing
     service.close()
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("target", ["edge", ":memory:"])
 def test_a_kb_copied_between_stores_answers_identically(store: str, tmp_path: Path, target: str) -> None:
     destination = open_store(str(tmp_path / "copy") if target == "edge" else ":memory:")
@@ -201,7 +200,6 @@ def test_a_kb_copied_between_stores_answers_identically(store: str, tmp_path: Pa
             copy_kb(source, destination, "pharma-copy")
 
 
-@pytest.mark.slow
 def test_an_interrupted_copy_is_never_served_and_can_be_redone(store: str, tmp_path: Path) -> None:
     destination = open_store(str(tmp_path / "copy"))
     with KnowledgeBase.open("pharma", store) as source:
@@ -227,7 +225,6 @@ def test_an_interrupted_copy_is_never_served_and_can_be_redone(store: str, tmp_p
             assert redone.manifest.passages == source.manifest.passages
 
 
-@pytest.mark.slow
 def test_a_haystack_pipeline_retrieves_from_a_kb(store: str) -> None:
     haystack = framework("haystack")
     from haystack.components.builders import PromptBuilder
@@ -251,7 +248,6 @@ def test_a_haystack_pipeline_retrieves_from_a_kb(store: str) -> None:
     pipeline.get_component("retriever").close()
 
 
-@pytest.mark.slow
 def test_a_llama_index_query_engine_retrieves_from_a_kb(store: str) -> None:
     framework("llama_index.core")
     from llama_index.core.llms import MockLLM
