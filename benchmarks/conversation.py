@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from common import XQUAD, bench_store, ensure_pooled_xquad, need_data, table
 
-from babelrag.bench.squad import SquadQuestion, load_squad_folder
+from babelrag.experiments.squad import SquadQuestion, load_squad_folder
 from babelrag.config import preset_config
 from babelrag.evaluate.metrics import retrieval_scores
 from babelrag.evaluate.significance import compare
@@ -127,7 +127,7 @@ def main() -> None:
     started = time.perf_counter()
     with KnowledgeBase.open(kb_name, store) as kb:
         searcher = Searcher(kb, config)
-        condenser = LLMCondenser(build_llm(args.llm), detector(tuple(kb.manifest["detect_languages"])))
+        condenser = LLMCondenser(build_llm(args.llm), detector(tuple(kb.manifest.detect_languages)))
         for item in items:
             base = searcher.search(Question(item.follow_up))
             base_rows.append(row(item, base.evidence.doc_ids()))

@@ -35,7 +35,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import DATA, ROOT, bench_store, need_data, table  # noqa: E402
 
-from babelrag.bench.runner import build_data, ensure_indexes  # noqa: E402
+from babelrag.experiments.runner import build_data, ensure_indexes  # noqa: E402
 from babelrag.config import preset_config  # noqa: E402
 from babelrag.evaluate.calibrate import calibrate_threshold, written  # noqa: E402
 from babelrag.kb import KnowledgeBase  # noqa: E402

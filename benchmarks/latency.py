@@ -28,10 +28,10 @@ import numpy as np  # noqa: E402
 
 from common import XQUAD, bench_store, console, ensure_pooled_xquad, need_data, percentile, table  # noqa: E402
 
-from babelrag.bench.squad import load_squad_folder  # noqa: E402
+from babelrag.experiments.squad import load_squad_folder  # noqa: E402
 from babelrag.config import preset_config  # noqa: E402
 from babelrag.kb import KnowledgeBase, embedder_for  # noqa: E402
-from babelrag.lang import analysis  # noqa: E402
+from babelrag.lang import analyzers  # noqa: E402
 from babelrag.retrieve import bm25  # noqa: E402
 from babelrag.retrieve.pipeline import Searcher  # noqa: E402
 from babelrag.store.base import open_store  # noqa: E402
@@ -51,7 +51,7 @@ def build_synthetic(store: str, size: int = 100_000) -> None:
     """100k passages whose terms follow xquad-dev's term distribution; vectors random unit vectors."""
     corpus = load_squad_folder(XQUAD)
     terms = Counter(t for lang, pages in corpus.pages.items() for text in pages.values()
-                    for t in analysis.tokens(text, lang))
+                    for t in analyzers.tokens(text, lang))
     vocabulary, weights = list(terms), np.array(list(terms.values()), dtype=np.float64)
     weights /= weights.sum()
     rng = np.random.default_rng(0)

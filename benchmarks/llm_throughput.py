@@ -44,8 +44,8 @@ os.environ["BABELRAG_HOME"] = tempfile.mkdtemp(prefix="babelrag-throughput-")
 os.environ["BABELRAG_LLM_CACHE"] = "0"
 os.environ.setdefault("BABELRAG_PROGRESS", "0")
 
-from babelrag.bench.ladders import ladder  # noqa: E402
-from babelrag.bench.runner import build_data, ensure_indexes  # noqa: E402
+from babelrag.experiments.ladders import ladder  # noqa: E402
+from babelrag.experiments.runner import build_data, ensure_indexes  # noqa: E402
 from babelrag.config import preset_config  # noqa: E402
 from babelrag.evaluate.runs import run_config  # noqa: E402
 from babelrag.json_store import digest  # noqa: E402

@@ -44,7 +44,7 @@ def driver(mode: str, out: Path, ids: list[str], preset: str, model: str, concur
 
     if not Path(babelrag.__file__).resolve().is_relative_to(os.environ["VERSION_SRC"]):
         sys.exit(f"imported {babelrag.__file__}, not the version under {os.environ['VERSION_SRC']}")
-    from babelrag.bench.runner import build_data, ensure_indexes
+    from babelrag.experiments.runner import build_data, ensure_indexes
     from babelrag.config import preset_config
     from babelrag.evaluate.runs import run_config
 
@@ -80,7 +80,7 @@ def in_version(src: Path, mode: str, out: Path, ids: list[str], args: argparse.N
 def pick(current: Path, baseline: Path, count: int) -> list[str]:
     """The current version's throughput questions (llm_throughput's rule) that the baseline also has."""
     sys.path.insert(0, str(HERE.parent))
-    from babelrag.bench.runner import build_data
+    from babelrag.experiments.runner import build_data
     from common import pick_questions
 
     golden = build_data(DATA, current / "data", quick=True, seed=13).golden

@@ -15,8 +15,8 @@ import numpy as np
 
 from common import XQUAD, bench_store, ensure_pooled_xquad, need_data, table
 
-from babelrag.bench.squad import load_squad_folder
-from babelrag.bench.xquad_cells import split_of
+from babelrag.experiments.squad import load_squad_folder
+from babelrag.experiments.xquad_cells import split_of
 from babelrag.config import preset_config
 from babelrag.evaluate.metrics import retrieval_scores
 from babelrag.kb import KnowledgeBase

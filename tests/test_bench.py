@@ -7,18 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from babelrag.bench import swefaq, xquad_cells
-from babelrag.bench.runner import run_bench
-from babelrag.bench.squad import load_squad_folder
 from babelrag.config import preset_config
 from babelrag.errors import ConfigError, InputError
 from babelrag.evaluate.golden import GoldenQuestion, load_golden
 from babelrag.evaluate.runs import COMPLETE, run_config
+from babelrag.experiments import swefaq, xquad_cells
+from babelrag.experiments.runner import run_bench
+from babelrag.experiments.squad import load_squad_folder
 from babelrag.ingest.pipeline import index_sources
 
 from conftest import DATA, XQUAD
 
-pytestmark = pytest.mark.slow
 
 
 def other_folder(target: Path, langs=("de", "en", "es", "zh"), articles: int = 6, paragraphs: int = 2) -> Path:
@@ -88,6 +87,7 @@ def test_swefaq_answers_become_a_swedish_kb(tmp_path: Path) -> None:
     assert {q.gold_pages[0] for q in golden} <= {r["doc_id"] for r in kb}
 
 
+@pytest.mark.slow
 def test_runs_resume_and_refuse_a_changed_config(xquad_store: str, small_xquad: list[Path], tmp_path: Path) -> None:
     corpus = load_squad_folder(small_xquad[0].parent)
     golden = [GoldenQuestion(id=f"{q.lang}:{q.qid}", question=q.text, lang=q.lang, kb="xq", gold_pages=(q.page,))
@@ -109,6 +109,7 @@ def test_runs_resume_and_refuse_a_changed_config(xquad_store: str, small_xquad: 
         run_config("vector", preset_config("keyword"), golden, folder, xquad_store)
 
 
+@pytest.mark.slow
 def test_resume_refuses_an_index_changed_since(tmp_path: Path) -> None:
     source = tmp_path / "kb.jsonl"
     rows = [{"id": "a", "text": "Stockholm är Sveriges huvudstad.", "lang": "sv"},
@@ -126,6 +127,7 @@ def test_resume_refuses_an_index_changed_since(tmp_path: Path) -> None:
         run_config("vector", preset_config("vector"), golden, folder, store)
 
 
+@pytest.mark.slow
 def test_bench_end_to_end_on_another_folder(tmp_path: Path) -> None:
     data = other_folder(tmp_path / "data", langs=("en", "de", "zh"), articles=4, paragraphs=2)
     out = tmp_path / "bench"
@@ -170,6 +172,7 @@ def test_bench_end_to_end_on_another_folder(tmp_path: Path) -> None:
     assert overall["+country"]["overall"]["docs_passed"] <= overall["+threshold"]["overall"]["docs_passed"]
 
 
+@pytest.mark.slow
 def test_cold_runs_embed_every_question_afresh(xquad_store: str, small_xquad: list[Path], tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """Cold timing: a second run (or step) gets no query vectors from the first one's caches."""
@@ -194,7 +197,7 @@ def test_cold_runs_embed_every_question_afresh(xquad_store: str, small_xquad: li
 
 
 def test_non_parallel_layouts_hold_each_page_in_one_language(tmp_path: Path) -> None:
-    from babelrag.bench.datasets import Sources
+    from babelrag.experiments.datasets import Sources
     from babelrag.registry import DATASETS
 
     data = other_folder(tmp_path / "data", langs=("en", "de", "zh", "ar"), articles=6, paragraphs=2)
@@ -223,7 +226,7 @@ def test_non_parallel_layouts_hold_each_page_in_one_language(tmp_path: Path) -> 
 
 
 def test_the_mixed_layout_puts_the_swedish_faq_beside_other_languages(tmp_path: Path) -> None:
-    from babelrag.bench.datasets import Sources
+    from babelrag.experiments.datasets import Sources
     from babelrag.registry import DATASETS
 
     data = tmp_path / "data"

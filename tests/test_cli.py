@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
 
 
 def babelrag(*args: str, store: str) -> subprocess.CompletedProcess:
@@ -18,6 +17,7 @@ def babelrag(*args: str, store: str) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
+@pytest.mark.slow
 def test_index_search_delete_roundtrip(tmp_path: Path) -> None:
     store = str(tmp_path / "store")
     source = tmp_path / "kb.jsonl"
@@ -57,6 +57,7 @@ def test_errors_exit_non_zero_with_a_located_message(tmp_path: Path) -> None:
     assert absent.returncode == 1 and "file not found" in absent.stderr
 
 
+@pytest.mark.slow
 def test_search_with_translation_paths_answers_with_warnings_not_errors(tmp_path: Path) -> None:
     """The chat preset on a Greek question (the 0.5B translator loops or copies its prompt's example for
     it): results, with any failed translation reported as a warning in the JSON and on stderr."""

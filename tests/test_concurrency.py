@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from babelrag.bench.squad import load_squad_folder
+from babelrag.experiments.squad import load_squad_folder
 from babelrag.config import preset_config
 from babelrag.evaluate.golden import GoldenQuestion
 from babelrag.evaluate.runs import COMPLETE, default_concurrency, run_config

@@ -88,7 +88,7 @@ def conformance_kb(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
 def profile_dir(conformance_kb: KnowledgeBase, tmp_path_factory: pytest.TempPathFactory) -> str:
     """A tuned profile for the KB (what `babelrag tune` writes): the question as written, everywhere."""
     folder = tmp_path_factory.mktemp("profile")
-    write_profile(Profile(kb=conformance_kb.name, kb_created_at=conformance_kb.manifest["created_at"],
+    write_profile(Profile(kb=conformance_kb.name, kb_created_at=conformance_kb.manifest.created_at,
                           embedder=conformance_kb.embedder.fingerprint(),
                           global_rule=CellRule(option="as_written", threshold=0.01)), folder / "conf.yaml")
     return str(folder)

@@ -24,7 +24,7 @@ from babelrag.strategies import coral
 from babelrag.strategies.coral import CriticScores, Judged, evidence_order, passes, plan_model
 from babelrag.types import Hit, Passage, Question
 
-from conftest import need_llm, small_squad
+from conftest import a_manifest, need_llm, small_squad
 
 
 def scores(*criteria: int) -> CriticScores:
@@ -88,7 +88,7 @@ PASSAGES = {"en1": "Percy Shelley wrote The Masque of Anarchy after the Peterloo
 
 class FakeKB:
     name = "kb"
-    manifest = {"languages": {"all": {"en": 2, "de": 2}}, "detect_languages": ["en", "de"]}
+    manifest = a_manifest(languages={"all": {"en": 2, "de": 2}}, detect_languages=["en", "de"])
 
 
 def search(requests, trace):  # noqa: ANN001, ANN201 - the search stage, over the four passages

@@ -14,8 +14,6 @@ from babelrag.types import Hit, Passage
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-pytestmark = pytest.mark.slow
-
 WORDS = ["stockholm", "is", "the", "capital", "of", "sweden", "bananas", "are", "yellow", "what", "?"]
 
 

@@ -181,7 +181,6 @@ def test_the_openai_client_gets_cited_answers_streamed_or_not(store: str, citing
     service.close()
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("target", ["edge", ":memory:"])
 def test_a_kb_copied_between_stores_answers_identically(store: str, tmp_path: Path, target: str) -> None:
     destination = open_store(str(tmp_path / "copy") if target == "edge" else ":memory:")
@@ -193,15 +192,14 @@ def test_a_kb_copied_between_stores_answers_identically(store: str, tmp_path: Pa
                 theirs = Searcher(copied, config).search(question).evidence
                 assert [(h.passage.id, round(h.score, 4)) for h in mine.hits] == \
                     [(h.passage.id, round(h.score, 4)) for h in theirs.hits] and mine.hits
-            assert copied.manifest["kb"] == "pharma-copy" and destination.list() == ["pharma-copy"]
-            assert copied.manifest["passages"] == source.manifest["passages"]
-            assert copied.manifest["languages"] == source.manifest["languages"]
+            assert copied.manifest.kb == "pharma-copy" and destination.list() == ["pharma-copy"]
+            assert copied.manifest.passages == source.manifest.passages
+            assert copied.manifest.languages == source.manifest.languages
         with pytest.raises(KBExists, match="already exists"):  # a complete copy is never overwritten (typed: the CLI
             # prints it as one line; still a FileExistsError for callers that catch that)
             copy_kb(source, destination, "pharma-copy")
 
 
-@pytest.mark.slow
 def test_an_interrupted_copy_is_never_served_and_can_be_redone(store: str, tmp_path: Path) -> None:
     destination = open_store(str(tmp_path / "copy"))
     with KnowledgeBase.open("pharma", store) as source:
@@ -219,15 +217,14 @@ def test_an_interrupted_copy_is_never_served_and_can_be_redone(store: str, tmp_p
             with pytest.raises(KeyboardInterrupt):
                 copy_kb(source, destination, "half", batch=1)
         assert destination.list() == []  # the partial copy was dropped
-        unfinished = destination.create("half", spec_of(source.manifest), dict(source.manifest, kb="half"),
+        unfinished = destination.create("half", spec_of(source.manifest.stored()), dict(source.manifest.stored(), kb="half"),
                                         journal.creating())  # a copy killed before it could drop itself
         unfinished.upsert(list(source.collection.points())[:1])
         unfinished.close()
         with copy_kb(source, destination, "half") as redone:  # replaces the unfinished one
-            assert redone.manifest["passages"] == source.manifest["passages"]
+            assert redone.manifest.passages == source.manifest.passages
 
 
-@pytest.mark.slow
 def test_a_haystack_pipeline_retrieves_from_a_kb(store: str) -> None:
     haystack = framework("haystack")
     from haystack.components.builders import PromptBuilder
@@ -251,7 +248,6 @@ def test_a_haystack_pipeline_retrieves_from_a_kb(store: str) -> None:
     pipeline.get_component("retriever").close()
 
 
-@pytest.mark.slow
 def test_a_llama_index_query_engine_retrieves_from_a_kb(store: str) -> None:
     framework("llama_index.core")
     from llama_index.core.llms import MockLLM

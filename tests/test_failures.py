@@ -96,11 +96,14 @@ def _translating(bad_targets: set[str]) -> Callable[[list[dict[str, str]]], str]
 def test_a_lost_kb_language_translation_is_dropped_and_the_question_stands_in(kb: KnowledgeBase, scripted) -> None:
     llm = scripted(_translating({"de"}))
     config = preset_config("chat", {"llm": llm, "threshold": None, "langs": ["en", "de", "zh"]})
-    kb.manifest.setdefault("language_overrides", {})["all"] = ["en", "de"]
+    manifest = kb.manifest
+    manifest.language_overrides.all = ["en", "de"]
+    kb.write_manifest(manifest)
     try:
         result = Searcher(kb, config).search(Question(GREEK, lang="el"))
     finally:
-        kb.manifest["language_overrides"].pop("all")
+        manifest.language_overrides.all = None
+        kb.write_manifest(manifest)
     labels = [r["label"] for s in result.trace.steps if s.stage == "plan" for r in s.data["requests"]]
     assert labels == ["kb:en", "as_written"]  # kb:de dropped, never searched
     assert [f.stage for f in result.trace.failures] == ["translate"] and "el→de" in result.trace.failures[0].reason

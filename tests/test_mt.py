@@ -11,8 +11,6 @@ from babelrag.types import Trace
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
-pytestmark = pytest.mark.slow
-
 VOCAB = ["<pad>", "</s>", "<unk>", "__en__", "__sv__", "hej", "världen", "hello", "world", "good", "morning"]
 
 

@@ -67,7 +67,7 @@ def test_variability_compares_the_series_pair_by_pair() -> None:
 def test_preference_on_real_xquad(xquad_store: str, small_xquad: list[Path], tmp_path: Path) -> None:
     from babelrag.analysis.preference import PreferenceOptions, analyze_preference
     from babelrag.analysis.report import write_preference
-    from babelrag.bench.squad import load_squad_folder
+    from babelrag.experiments.squad import load_squad_folder
     from babelrag.kb import KnowledgeBase
 
     corpus = load_squad_folder(small_xquad[0].parent)
@@ -91,7 +91,7 @@ def test_preference_on_real_xquad(xquad_store: str, small_xquad: list[Path], tmp
 def test_gold_sensitivity_changes_gold_for_real(xquad_store: str, small_xquad: list[Path]) -> None:
     from babelrag.analysis.preference import PreferenceOptions, analyze_preference
     from babelrag.analysis.report import preference_markdown
-    from babelrag.bench.squad import load_squad_folder
+    from babelrag.experiments.squad import load_squad_folder
     from babelrag.kb import KnowledgeBase
 
     corpus = load_squad_folder(small_xquad[0].parent)
@@ -116,7 +116,7 @@ def test_gold_sensitivity_changes_gold_for_real(xquad_store: str, small_xquad: l
 def test_cultural_prior_and_gold_report(xquad_store: str, small_xquad: list[Path]) -> None:
     from babelrag.analysis.gold import gold_availability, gold_markdown
     from babelrag.analysis.preference import PreferenceOptions, analyze_preference
-    from babelrag.bench.squad import load_squad_folder
+    from babelrag.experiments.squad import load_squad_folder
     from babelrag.kb import KnowledgeBase
 
     llm = need_llm()

@@ -15,8 +15,6 @@ from babelrag.types import Question
 
 from conftest import XQUAD_LANGS
 
-pytestmark = pytest.mark.slow
-
 
 def questions(files: list[Path], lang: str) -> list[tuple[str, str]]:
     """(question, gold page) for every question of the small subset: 51 per language over 6 pages."""
@@ -44,6 +42,7 @@ def rank_scores(kb: KnowledgeBase, preset: str, pairs: list[tuple[str, str]], la
 # floor is > 10 standard deviations above its mean. Measured (this fixture): monolingual R@1 0.92–1.00 and
 # MRR 0.96–1.00 in every language and mode; cross-lingual (questions against English passages, German for
 # English questions) R@1 0.76–1.00, MRR 0.86–1.00.
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", ["keyword", "vector", "default"])
 @pytest.mark.parametrize("lang", XQUAD_LANGS)
 def test_gold_page_first_for_every_language(kb: KnowledgeBase, small_xquad: list[Path], lang: str,
@@ -52,6 +51,7 @@ def test_gold_page_first_for_every_language(kb: KnowledgeBase, small_xquad: list
     assert recall_1 >= 0.85 and mrr >= 0.9, f"{preset}/{lang}: R@1 {recall_1:.3f}, MRR {mrr:.3f}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", ["vector", "default"])
 @pytest.mark.parametrize("lang", XQUAD_LANGS)
 def test_gold_page_across_languages(kb: KnowledgeBase, small_xquad: list[Path], lang: str, preset: str) -> None:

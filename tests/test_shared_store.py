@@ -28,9 +28,8 @@ def jsonl(path: Path, rows: list[dict]) -> str:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> str:
-    index_sources("kb", [jsonl(tmp_path / "d.jsonl", DOCS)], str(tmp_path / "store"))
-    return str(tmp_path / "store")
+def store(tmp_path: Path, store_of) -> str:  # noqa: ANN001 - conftest's store_of
+    return store_of(DOCS, tmp_path)
 
 
 def test_handles_in_one_process_share_the_kb_and_take_turns_writing(store: str) -> None:
@@ -60,7 +59,7 @@ def test_handles_in_one_process_share_the_kb_and_take_turns_writing(store: str) 
         thread.join(120)
     assert not failures, failures
     expected = len(DOCS) + 3 * 3 + 1
-    assert first.manifest["documents"] == second.manifest["documents"] == expected
+    assert first.manifest.documents == second.manifest.documents == expected
     first.close()
     assert len(second.search("apotek", k=50, settings={"candidates": 50}).evidence.hits) == expected
     second.close()
@@ -102,7 +101,7 @@ def test_a_rebuild_stages_under_a_name_no_user_can_give(tmp_path: Path) -> None:
     index_sources("kb1", [other], store, IngestOptions(rebuild=True))
     for name, documents in (("kb1.old", len(DOCS)), ("kb1.rebuild", len(DOCS)), ("kb1", 1)):
         with KnowledgeBase.open(name, store) as kb:
-            assert kb.manifest["documents"] == documents, name
+            assert kb.manifest.documents == documents, name
     assert babelrag.open_kb("kb1", store).close() is None and sorted(p.name for p in Path(store).iterdir()) == \
         ["kb1", "kb1.old", "kb1.rebuild"]
     for reserved in ("_rebuild.kb1", "_retired.kb1"):
@@ -138,9 +137,9 @@ def test_a_damaged_journal_makes_its_kb_unreadable(store: str, content: str) -> 
 
 def test_delete_by_ids_doc_ids_or_everything(store: str) -> None:
     with KnowledgeBase.open("kb", store) as kb:
-        assert kb.delete(ids=["d0"]) == 1 and kb.manifest["documents"] == 1
+        assert kb.delete(ids=["d0"]) == 1 and kb.manifest.documents == 1
         assert kb.delete(doc_ids=["nope"]) == 0
-        assert kb.delete(everything=True) == 1 and kb.manifest["documents"] == 0
+        assert kb.delete(everything=True) == 1 and kb.manifest.documents == 0
         with pytest.raises(ConfigError):
             kb.delete()
 

@@ -17,10 +17,11 @@ from babelrag.strategies.locale import CulturalCue
 from babelrag.strategies.unaccented import without_accents
 from babelrag.types import Question
 
-from conftest import need_llm
+from conftest import a_manifest, need_llm
 
-MANIFEST = {"languages": {"all": {"sv": 30, "en": 25, "pl": 10}, "global": {"en": 3},
-                          "countries": {"SE": {"sv": 20, "en": 5}, "PL": {"pl": 10, "en": 10}, "US": {"en": 7}}}}
+LANGUAGES = {"all": {"sv": 30, "en": 25, "pl": 10}, "global": {"en": 3},
+             "countries": {"SE": {"sv": 20, "en": 5}, "PL": {"pl": 10, "en": 10}, "US": {"en": 7}}}
+MANIFEST = a_manifest(languages=LANGUAGES)
 
 
 def test_kb_languages_come_from_the_kb_side() -> None:
@@ -29,9 +30,9 @@ def test_kb_languages_come_from_the_kb_side() -> None:
     assert kb_languages(MANIFEST, "US", "en") == ["en"]  # an Indonesian question still gets only English
     assert kb_languages(MANIFEST, None, "en") == ["en", "sv", "pl"]
     assert kb_languages(MANIFEST, "SE", "de") == ["sv", "en"]  # a pivot the KB lacks is never added
-    tied = {"languages": {"all": {lang: 120 for lang in ("ar", "de", "en", "th", "zh")}}}
+    tied = a_manifest(languages={"all": {lang: 120 for lang in ("ar", "de", "en", "th", "zh")}})
     assert kb_languages(tied, None, "en", prefer="th")[:2] == ["en", "th"]  # not en + ar + de for a Thai question
-    overridden = {**MANIFEST, "language_overrides": {"countries": {"SE": ["sv"]}}}
+    overridden = a_manifest(languages=LANGUAGES, language_overrides={"countries": {"SE": ["sv"]}})
     assert kb_languages(overridden, "SE", "en") == ["sv"]
 
 
@@ -44,7 +45,7 @@ def test_tied_kb_languages_are_ordered_by_measured_gains_not_by_name(monkeypatch
     model = scope.default_model()
     monkeypatch.setattr(scope, "default_model", lambda: type(model)(
         model.features, model.mean, model.scale, model.coef, model.intercept, {**model.meta, "path_lang_mrr": measured}))
-    tied = {"languages": {"all": {lang: 15 for lang in ("ar", "de", "en", "th", "zh")}}}
+    tied = a_manifest(languages={"all": {lang: 15 for lang in ("ar", "de", "en", "th", "zh")}})
     assert kb_languages(tied, None, "en") == ["en", "de", "th", "ar", "zh"]
     assert kb_languages(tied, None, "en", prefer="zh")[:3] == ["en", "zh", "de"]
     assert "path_lang_mrr" in model.meta  # the shipped model carries what was measured

@@ -75,8 +75,8 @@ def test_the_shipped_model_is_calibrated_on_held_out_questions_per_path_type(xqu
     side that matters for τ is checked: a relevant candidate is never much likelier than predicted, so a cut at τ
     does not drop more gold than it claims. Two-sided reliability on the benchmark layouts' test articles is
     measured by ``benchmarks/default_relevance.py`` (every decile within 0.04)."""
-    from babelrag.bench.squad import load_squad_folder
-    from babelrag.bench.xquad_cells import DEV_SHARE, split_of
+    from babelrag.experiments.squad import load_squad_folder
+    from babelrag.experiments.xquad_cells import DEV_SHARE, split_of
     from babelrag.tune.fitting import reliability
     from babelrag.tune.training import collect
 
@@ -163,7 +163,7 @@ def test_thresholds_hold_the_budget_for_new_questions_and_per_cell() -> None:
 
 
 def profile_for(kb: KnowledgeBase, **changes) -> Profile:
-    return Profile(kb=kb.name, kb_created_at=kb.manifest["created_at"], embedder=kb.embedder.fingerprint(),
+    return Profile(kb=kb.name, kb_created_at=kb.manifest.created_at, embedder=kb.embedder.fingerprint(),
                    global_rule=CellRule(option="as_written", threshold=0.01),
                    cells={"*|de": CellRule(option="as_written", threshold=0.5, k=3, n_dev=12)}, **changes)
 
@@ -217,7 +217,7 @@ def test_a_profile_for_another_kb_or_embedder_is_refused(tuned_kb: str, tmp_path
 
 
 def golden_for(small_xquad: list[Path], kb: str) -> list[GoldenQuestion]:
-    from babelrag.bench.squad import load_squad_folder
+    from babelrag.experiments.squad import load_squad_folder
 
     corpus = load_squad_folder(small_xquad[0].parent)
     return [GoldenQuestion(id=f"{q.lang}:{q.qid}", question=q.text, lang=q.lang, kb=kb, gold_pages=(q.page,),
@@ -257,14 +257,14 @@ def test_tune_fits_stores_and_serves_the_profile(tmp_path: Path, small_xquad: li
         scores = result.fit["cv_mrr"]
         assert scores[result.fit["variant"]] == max(scores.values())  # the best held-out dev MRR was kept
         assert set(result.options) == {"as_written"}  # no LLM budget: nothing that calls a model is tried
-        stored = kb.manifest["profile"]
+        stored = kb.manifest.profile
         if result.fit["variant"] != "shipped":
             assert stored["model"]["meta"]["trained_on"] == f"{dev} dev questions of xt"
         assert {key.split("|")[1] for key in stored["cells"]} <= set(XQUAD_LANGS)
         # every dev question it chose on is remembered, so eval keeps them out of its headline
         assert set(stored["tuned_on"]) == {question_hash(q.question) for q in golden if q.tags["split"] == "dev"}
     with KnowledgeBase.open("xt", tuned_kb) as kb:  # stored: a new process finds it
-        name = kb.manifest["relevance"]["name"]
+        name = kb.manifest.relevance["name"]
         assert name == ("default" if result.fit["variant"] == "shipped" else "xt-tuned")
         searcher = Searcher(kb, preset_config("tuned"))
         result = searcher.search(Question("Wer hat den Super Bowl 50 gewonnen?", lang="de"))
@@ -279,12 +279,13 @@ def test_measured_kb_language_targets_reach_the_translated_paths(tuned_kb: str) 
     with KnowledgeBase.open("xt", tuned_kb) as kb:
         profile = profile_for(kb, targets={"*|th": ["zh", "en"]})
         profile.cells["*|th"] = CellRule(option="as_written+kb_languages", threshold=None, n_dev=12)
-        kb.manifest["profile"] = profile.model_dump(mode="json")
+        stored = kb.manifest
+        kb.write_manifest(stored.model_copy(update={"profile": profile.model_dump(mode="json")}))
         try:
             tuned = preset_config("tuned")
             config, why = Tuned(Models(tuned)).resolve(Question("ใครชนะ", lang="th"), kb, tuned)
         finally:
-            kb.manifest.pop("profile")
+            kb.write_manifest(stored)
     assert why["option"] == "as_written+kb_languages" and config.kb_targets == ("zh", "en")
     assert config.strategy == "kb_languages" and config.extra_paths == ("as_written",)
 

@@ -133,8 +133,8 @@ def test_overrides_are_yaml_scalars_and_unknown_fields_fail() -> None:
 
 def test_ladder_samples_share_their_questions() -> None:
     """Baselines flagged ``sample`` run on the LLM steps' questions; per-KB and per-cell samples are fixed."""
-    from babelrag.bench.ladders import ladder
-    from babelrag.bench.runner import _step_questions
+    from babelrag.experiments.ladders import ladder
+    from babelrag.experiments.runner import _step_questions
     from babelrag.evaluate.golden import sample_per_cell as llm_sample
     from babelrag.evaluate.golden import GoldenQuestion
 

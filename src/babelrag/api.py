@@ -67,16 +67,16 @@ class KB:
     @property
     def languages(self) -> dict[str, int]:
         """Passages per language."""
-        return dict(self._kb.manifest["languages"].get("all", {}))
+        return dict(self._kb.manifest.languages.all)
 
     @property
     def countries(self) -> list[str]:
-        return sorted(self._kb.manifest["languages"].get("countries", {}))
+        return sorted(self._kb.manifest.languages.countries)
 
     @property
     def manifest(self) -> dict[str, Any]:
         """What built the index (versions, models, chunking, language sets) and any tuned profile."""
-        return dict(self._kb.manifest)
+        return self._kb.manifest.stored()
 
     def _searcher(self, config: SearchConfig) -> Searcher:
         return self._kept(self._searchers, config, Searcher)
@@ -98,7 +98,7 @@ class KB:
 
     def _checked(self, question: str, lang: str | None, country: str | None, config: SearchConfig) -> Checked:
         """Codes checked against the KB (``door.py``): a bad one is a ``ConfigError`` naming the field."""
-        return checked(Question(question, lang, country), config, self._kb.manifest)
+        return checked(Question(question, lang, country), config, self._kb.manifest.languages)
 
     def search(self, question: str, *, preset: str = "default", country: str | None = None, lang: str | None = None,
                k: int | None = None, settings: Mapping[str, Any] | None = None, llm: str | None = None) -> SearchResult:

@@ -11,12 +11,15 @@ the service returns it in ``warnings``.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from babelrag.codes import country_code, language_code
 from babelrag.search_config import SearchConfig
 from babelrag.errors import ConfigError
 from babelrag.types import Question, Trace
+
+if TYPE_CHECKING:
+    from babelrag.store.manifest import LanguageMix
 
 Note = tuple[str, str, str]  # (stage, reason, fallback), as the trace records a failure
 
@@ -37,24 +40,24 @@ def _held(names: Any) -> str:
     return ", ".join(sorted(names)) or "none"
 
 
-def checked(question: Question, config: SearchConfig, manifest: dict[str, Any]) -> Checked:
-    """``question`` and ``config`` with their codes normalised, or a ``ConfigError`` naming the field."""
-    held = manifest.get("languages") or {}
-    countries, notes = held.get("countries", {}), []
+def checked(question: Question, config: SearchConfig, held: LanguageMix) -> Checked:
+    """``question`` and ``config`` with their codes normalised against the languages and countries the
+    KB holds (its manifest's ``languages``), or a ``ConfigError`` naming the field."""
+    countries, notes = held.countries, []
     lang = language_code(question.lang, "question language") if question.lang else None
     country = question.country
     if country is not None:
         spelled = {str(c).upper(): c for c in countries}
         country = spelled.get(str(country).strip().upper()) or country_code(country)
         if country not in countries:
-            if not held.get("global") and config.country_filter:
+            if not held.global_ and config.country_filter:
                 raise ConfigError(f"country: this knowledge base has no passages for that country and no global "
                                   f"ones (its countries: {_held(countries)})")
             notes.append(("scope", f"country not in this knowledge base (its countries: {_held(countries)})",
                           "searched its global passages only" if config.country_filter else "searched every passage"))
     langs = tuple(dict.fromkeys(language_code(code, "langs") for code in config.langs))
     if langs:
-        present = set(held.get("all", {}))
+        present = set(held.all)
         missing = [code for code in langs if code not in present]
         if len(missing) == len(langs):
             raise ConfigError(f"langs: this knowledge base holds none of these languages (it holds "

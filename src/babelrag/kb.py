@@ -26,6 +26,7 @@ from babelrag.relevance.model import default_model, describe
 from babelrag.paths import cache_dir, default_store
 from babelrag.store import manifest as manifests
 from babelrag.store import journal
+from babelrag.store.manifest import LanguageMix, Manifest
 from babelrag.store.base import Collection, Store, open_store
 from babelrag.store.schema import GLOBAL, CollectionSpec, Match, Where, pages, spec_of
 
@@ -48,13 +49,22 @@ class KnowledgeBase:
     """``query_embedder`` embeds questions and paths: the persistent-cached embedder by default, the bare
     model when timing must measure the work a cold question does (``cached_queries=False``)."""
 
-    def __init__(self, name: str, store: Store, collection: Collection, manifest: dict[str, Any],
-                 embedder: Embedder, query_embedder: Embedder | None = None):
-        self.name, self.store, self.collection, self.manifest, self.embedder = \
-            name, store, collection, manifest, embedder
+    def __init__(self, name: str, store: Store, collection: Collection, embedder: Embedder,
+                 query_embedder: Embedder | None = None):
+        self.name, self.store, self.collection, self.embedder = name, store, collection, embedder
         self.query_embedder = query_embedder or embedder
         self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         self._memo_lock = threading.Lock()
+
+    @property
+    def manifest(self) -> Manifest:
+        """The KB's manifest as last written — by any handle in this process (the store shares one copy
+        between them). A fresh object: change it and ``write_manifest`` it to keep a change."""
+        return Manifest.parse(self.collection.read_manifest(), self.name)
+
+    def write_manifest(self, manifest: Manifest) -> None:
+        """The one place a KB's manifest is written (its store keeps it as JSON)."""
+        self.collection.write_manifest(manifest.stored())
 
     def query_vectors(self, texts: list[str]) -> list[np.ndarray]:
         """Query embeddings, remembered (retrieval and dense re-scoring of a path share one); the
@@ -83,9 +93,9 @@ class KnowledgeBase:
         """What tells this index's results apart: components, creation, last update, size, and the
         relevance model and profile ``babelrag tune`` stored with it."""
         m = self.manifest
-        return {"kb": self.name, "components": m.get("components"), "created_at": m.get("created_at"),
-                "updated_at": m.get("updated_at"), "passages": m.get("passages"),
-                "relevance": digest(m.get("relevance")), "profile": digest(m.get("profile"))}
+        return {"kb": self.name, "components": m.components, "created_at": m.created_at,
+                "updated_at": m.updated_at, "passages": m.passages,
+                "relevance": digest(m.relevance), "profile": digest(m.profile)}
 
     @classmethod
     def open(cls, name: str, store: Store | str | None = None, *, cached_queries: bool = True) -> KnowledgeBase:
@@ -105,12 +115,11 @@ class KnowledgeBase:
                 raise KBNotFound(name, store.location, store.list())
             if unfinished is not None and collection.recovers:  # a write killed midway: put the KB back
                 _undo(collection, unfinished, name)
-            manifest = collection.read_manifest()
         except BaseException:
             collection.close()
             raise
         query_embedder = embedder if cached_queries else getattr(embedder, "inner", embedder)
-        kb = cls(name, store, collection, manifest, embedder, query_embedder)
+        kb = cls(name, store, collection, embedder, query_embedder)
         if unfinished is not None and collection.recovers:
             kb.refresh_manifest()
         return kb
@@ -128,21 +137,20 @@ class KnowledgeBase:
             engine=manifests.engine_of(store.location),
             collection={"hnsw_m": spec.hnsw_m, "hnsw_ef_construct": spec.hnsw_ef_construct,
                         "full_scan_threshold_kb": spec.full_scan_threshold_kb, "hnsw_ef": spec.hnsw_ef},
-            bm25=bm25, chunking=chunking, detect_languages=detect_languages)
-        manifest["relevance"] = describe(default_model())  # `rerank: learned` until `babelrag tune` fits its own
-        return cls(name, store, store.create(name, spec, manifest, undo), manifest, embedder)
+            bm25=bm25, chunking=chunking, detect_languages=detect_languages,
+            relevance=describe(default_model()))  # `rerank: learned` until `babelrag tune` fits its own
+        return cls(name, store, store.create(name, spec, manifest.stored(), undo), embedder)
 
-    def refresh_manifest(self, **updates: Any) -> None:
+    def refresh_manifest(self) -> None:
         """Recount passages, documents and the language mix per country and scope (the KB-language sets)."""
         collection = self.collection
-        languages: dict[str, Any] = {"all": collection.facet("lang"),
-                                     "global": collection.facet("lang", Where(must=(Match("scope", (GLOBAL,)),))),
-                                     "countries": {}}
-        for country in collection.facet("country"):
-            languages["countries"][country] = collection.facet("lang", Where(must=(Match("country", (country,)),)))
-        self.manifest.update(updates, passages=collection.count(), documents=collection.count(Where(must=(Match("chunk", (0,)),))),
-                             languages=languages, updated_at=manifests.now())
-        collection.write_manifest(self.manifest)
+        languages = LanguageMix(
+            all=collection.facet("lang"), global_=collection.facet("lang", Where(must=(Match("scope", (GLOBAL,)),))),
+            countries={country: collection.facet("lang", Where(must=(Match("country", (country,)),)))
+                       for country in collection.facet("country")})
+        self.write_manifest(self.manifest.model_copy(update={
+            "passages": collection.count(), "documents": collection.count(Where(must=(Match("chunk", (0,)),))),
+            "languages": languages, "updated_at": manifests.now()}))
 
     def delete(self, ids: Sequence[str] = (), doc_ids: Sequence[str] = (), everything: bool = False) -> int:
         """Remove records by id (every chunk of each), pages by ``doc_id`` (every language version and chunk),
@@ -177,16 +185,16 @@ def _undo(collection: Collection, unfinished: dict[str, Any], name: str) -> None
         raise KBUnreadable(name, f"journal: {type(error).__name__}: {error}") from error
 
 
-def _checked(manifest: dict[str, Any], name: str, store: Store) -> Embedder:
+def _checked(stored: dict[str, Any], name: str, store: Store) -> Embedder:
     """The embedder a KB's manifest names, once the manifest has the shape babelrag writes and names this
     install's components (``KBUnreadable``, ``IndexMismatch``); one this installation cannot build (an
     unknown variant, an endpoint not allowed here) makes the KB unreadable, not the request."""
-    manifests.check_shape(manifest, name)
-    recorded = manifest["components"].get("embedder")  # everything else is checked before the embedder is built
+    manifest = Manifest.parse(stored, name)
+    recorded = manifest.components.get("embedder")  # everything else is checked before the embedder is built
     if found := manifests.differences(manifest, manifests.components(recorded, manifests.engine_of(store.location))):
         raise IndexMismatch(name, found)
     try:
-        embedder = embedder_for(manifest["embedder"]["spec"], trusted=False)
+        embedder = embedder_for(manifest.embedder.spec, trusted=False)
     except (ConfigError, ValueError, KeyError, TypeError, OSError) as error:  # unreachable (StoreError) passes
         raise KBUnreadable(name, f"embedder spec: {error}") from error
     if found := manifests.differences(manifest, {"embedder": embedder.fingerprint()}):
@@ -203,8 +211,9 @@ def copy_kb(source: KnowledgeBase, store: Store | str, name: str | None = None, 
     store, name = resolve_store(store), name or source.name
     if store.exists(name):
         _drop_unfinished(store, name)
-    manifest = dict(source.manifest, kb=name,
-                    components=dict(source.manifest["components"], engine=manifests.engine_of(store.location)))
+    built = source.manifest
+    manifest = built.model_copy(update={"kb": name, "components": {
+        **built.components, "engine": manifests.engine_of(store.location)}}).stored()
     collection = store.create(name, spec_of(manifest), manifest, journal.creating())  # refuses one that exists by now
     try:
         copied = 0

@@ -40,7 +40,7 @@ def ask(
         out.print(piece, end="", markup=False, highlight=False, soft_wrap=True)
 
     with KnowledgeBase.open(kb, store) as handle:
-        door = checked(Question(question, lang=query_lang, country=country), config, handle.manifest)
+        door = checked(Question(question, lang=query_lang, country=country), config, handle.manifest.languages)
         answer = Answerer(handle, door.config).ask(door.question, on_text=None if as_json else shown)
         door.noted(answer.trace)
     if as_json:

@@ -99,7 +99,7 @@ def bench(
                                                    "choice on, never to report.")] = "test",
 ) -> None:
     """The main job: build the cell benchmarks, index them, run a ladder, write metrics and the cell report."""
-    from babelrag.bench.runner import run_bench
+    from babelrag.experiments.runner import run_bench
     from babelrag.errors import ConfigError
 
     if split_by not in ("article", "question") or report_split not in ("dev", "test"):

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.markup import escape
@@ -27,6 +27,7 @@ from babelrag.errors import BabelragError, StoreHeld
 
 if TYPE_CHECKING:
     from babelrag.store.base import Store
+    from babelrag.store.manifest import Manifest
 
 
 @app.command()
@@ -96,7 +97,7 @@ def search(
     overrides.update(parse_overrides(set_ or []))
     config = preset_config(preset, for_country(overrides, country))
     with KnowledgeBase.open(kb, store) as handle:
-        door = checked(Question(query, lang=query_lang, country=country), config, handle.manifest)
+        door = checked(Question(query, lang=query_lang, country=country), config, handle.manifest.languages)
         result = Searcher(handle, door.config).search(door.question)
         door.noted(result.trace)
     if as_json:
@@ -151,7 +152,7 @@ def copy(
     from babelrag.kb import KnowledgeBase, copy_kb
 
     with KnowledgeBase.open(kb, store) as source, copy_kb(source, to, name) as copied:
-        err.print(f"[green]copied[/] '{kb}' ({copied.manifest['passages']} passages) to '{copied.name}' in {to}")
+        err.print(f"[green]copied[/] '{kb}' ({copied.manifest.passages} passages) to '{copied.name}' in {to}")
 
 
 @app.command()
@@ -164,9 +165,8 @@ def kbs(store: StoreOpt = None, as_json: Annotated[bool, typer.Option("--json")]
     for name in resolved.list():
         try:
             m, held = manifest_of(name, resolved)
-            rows.append({"kb": name, "passages": m["passages"], "documents": m["documents"],
-                         "languages": m["languages"].get("all", {}),
-                         "countries": sorted(m["languages"].get("countries", {})),
+            rows.append({"kb": name, "passages": m.passages, "documents": m.documents,
+                         "languages": m.languages.all, "countries": sorted(m.languages.countries),
                          **({"held_by_pid": held.pid} if held else {})})
         except BabelragError as error:  # one broken KB does not hide the others
             rows.append({"kb": name, "warning": f"unreadable: {error}"})
@@ -195,20 +195,21 @@ def info(kb: KbOpt, store: StoreOpt = None) -> None:
     if held:
         err.print(f"[yellow]note:[/] '{kb}' is open in {f'process {held.pid}' if held.pid else 'another process'}: "
                   f"its manifest as last written")
-    out.print_json(json.dumps(manifest, ensure_ascii=False))
+    out.print_json(json.dumps(manifest.stored(), ensure_ascii=False))
 
 
-def manifest_of(kb: str, store: Store) -> tuple[dict[str, Any], StoreHeld | None]:
+def manifest_of(kb: str, store: Store) -> tuple[Manifest, StoreHeld | None]:
     """A KB's manifest, and the pid of the process holding it when another one does (``serve``): its shard
     cannot be loaded here then, but its manifest, replaced whole on every write, can be read as it is."""
     from babelrag.kb import KnowledgeBase
+    from babelrag.store.manifest import Manifest
     from babelrag.store.schema import check_kb_name
 
     try:
         with KnowledgeBase.open(kb, store) as handle:
             return handle.manifest, None
     except StoreHeld as held:
-        return store.manifest(check_kb_name(kb)), held
+        return Manifest.parse(store.manifest(check_kb_name(kb)), kb), held
 
 
 @app.command()
@@ -227,15 +228,17 @@ def languages(
 
     chosen = [language_code(code, "--set") for code in split(set_)]
     with KnowledgeBase.open(kb, store) as handle:
-        overrides = handle.manifest.setdefault("language_overrides", {})
-        where = overrides.setdefault("countries", {}) if country else overrides
-        key = country if country else "all"
-        if clear:
-            where.pop(key, None)
-        elif chosen:
-            where[key] = chosen
+        manifest = handle.manifest
+        overrides = manifest.language_overrides
         if clear or chosen:
-            handle.collection.write_manifest(handle.manifest)
-        countries = [country] if country else [None, *sorted(handle.manifest["languages"].get("countries", {}))]
+            declared = None if clear else chosen
+            if not country:
+                overrides.all = declared
+            elif declared:
+                overrides.countries[country] = declared
+            else:
+                overrides.countries.pop(country, None)
+            handle.write_manifest(manifest)
+        countries = [country] if country else [None, *sorted(manifest.languages.countries)]
         for name in countries:
-            out.print(f"{name or '(no country)'}: {', '.join(kb_languages(handle.manifest, name, 'en'))}")
+            out.print(f"{name or '(no country)'}: {', '.join(kb_languages(manifest, name, 'en'))}")

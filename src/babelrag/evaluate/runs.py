@@ -51,7 +51,7 @@ from babelrag.generate.answerer import Answerer
 from babelrag.generate.generator import strip_citations
 from babelrag.jsonl import numbered_lines
 from babelrag.kb import KnowledgeBase
-from babelrag.lang import analysis
+from babelrag.lang import analyzers
 from babelrag.models.llm import build_llm, slots_of
 from babelrag.models.llm_types import LLMError
 from babelrag.paths import cache_dir
@@ -178,7 +178,7 @@ class _Runner:
         self.answerer = Answerer(kb, config, cache) if answer else None
         self.searcher = None if answer else Searcher(kb, config, cache)
         self.scored = not (answer and config.context == "none")
-        self.languages = sorted(set(kb.manifest["languages"].get("all", {})) | {"en"})
+        self.languages = sorted(set(kb.manifest.languages.all) | {"en"})
         if timing == "cold":
             self._warm_up(config)
 
@@ -186,8 +186,8 @@ class _Runner:
         """Load every analyzer and touch the engine once, untimed, so no question pays for loading. A
         model failure here is left to the questions (each records its own); anything else stops the run."""
         try:
-            for lang in self.kb.manifest["languages"].get("all", {}):
-                analysis.tokens("warm up", lang)
+            for lang in self.kb.manifest.languages.all:
+                analyzers.tokens("warm up", lang)
             if finding_calls_llm(config) or context_facts(config.context).calls_llm or self.answerer is not None:
                 build_llm(config.llm)  # loading a local model is not a question's work
                 if self.answerer is not None:

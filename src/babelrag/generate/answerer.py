@@ -32,7 +32,7 @@ class Answerer:
         self.models = models or Models(config)
         self.searcher = Searcher(kb, config, cache, self.models) if config.context != "none" else None
         self.context = build_context(config.context, self.models) if config.context != "none" else None
-        self._detect = detector(tuple(kb.manifest["detect_languages"]))
+        self._detect = detector(tuple(kb.manifest.detect_languages))
         self._condenser = condenser
 
     def condenser(self) -> Condenser:

@@ -17,7 +17,7 @@ from babelrag.ingest.chunking import approximate_tokens, chunk_text
 from babelrag.ingest.readers import read_source
 from babelrag.ingest.records import Defaults, Located, validate_all
 from babelrag.kb import KnowledgeBase, embedder_for, resolve_store
-from babelrag.lang import analysis
+from babelrag.lang import analyzers
 from babelrag.lang.detect import detector
 from babelrag.lang.languages import DEFAULT_DETECT
 from babelrag.models.embed import allow_endpoint
@@ -113,12 +113,13 @@ def _index(kb_name: str, records: Sequence[Located], store: Store, options: Inge
         kb = KnowledgeBase.open(kb_name, store)
     try:
         embedder = kb.embedder if kb else embedder_for(options.embedder)
-        chunking = kb.manifest["chunking"] if kb else {"budget_tokens": options.chunk_tokens}
-        detect_languages = kb.manifest["detect_languages"] if kb else list(options.detect_languages or DEFAULT_DETECT)
+        built = kb.manifest if kb else None
+        chunking = built.chunking.model_dump() if built else {"budget_tokens": options.chunk_tokens}
+        detect_languages = built.detect_languages if built else list(options.detect_languages or DEFAULT_DETECT)
         counter = getattr(embedder, "token_count", None)
         count = (lambda text: counter(text) or approximate_tokens(text)) if counter else approximate_tokens
         passages, detected, chunked = _passages(records, detect_languages, chunking["budget_tokens"], count)
-        terms = [analysis.tokens(p.text, p.lang) for p in passages]
+        terms = [analyzers.tokens(p.text, p.lang) for p in passages]
         record_ids = list(dict.fromkeys(r.document.id for r in records))
         if kb is None:
             _refuse_collisions(passages, None)
@@ -132,7 +133,7 @@ def _index(kb_name: str, records: Sequence[Located], store: Store, options: Inge
             created = True
         with kb.collection.writing():
             embed_seconds = _write_all(kb, records, passages, terms, record_ids, created, options.batch_size)
-        languages = dict(kb.manifest["languages"]["all"])
+        languages = dict(kb.manifest.languages.all)
     except BaseException:
         if created:  # a first ingest that failed leaves no half KB behind
             kb.close()
@@ -190,7 +191,7 @@ def _refuse_collisions(passages: Sequence[Passage], kb: KnowledgeBase | None) ->
 
 
 def _write(kb: KnowledgeBase, passages: list[Passage], terms: list[list[str]], batch_size: int) -> float:
-    avgdl = float(kb.manifest["bm25"]["avgdl"])
+    avgdl = kb.manifest.bm25.avgdl
     embed_seconds = 0.0
     with progress(f"indexing {kb.name}", len(passages)) as advance:
         for start in range(0, len(passages), batch_size):

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from babelrag.lang.analysis import term_ids
+from babelrag.lang.analyzers import term_ids
 from babelrag.relevance.features import feature_matrix
 from babelrag.relevance.model import RelevanceModel
 from babelrag.types import Hit, SearchRequest

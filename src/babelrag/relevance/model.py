@@ -250,10 +250,10 @@ def default_model() -> RelevanceModel:
         files("babelrag.relevance").joinpath(DEFAULT_FILE).read_text(encoding="utf-8")))
 
 
-def model_for(manifest: Mapping[str, Any], profile_model: Mapping[str, Any] | None = None) -> RelevanceModel:
-    """A profile file's model, else the one ``babelrag tune`` stored with the KB (in its profile), else
-    the shipped default."""
-    own = profile_model or (manifest.get("profile") or {}).get("model")
+def model_for(stored_profile: Mapping[str, Any] | None, profile_model: Mapping[str, Any] | None = None) -> RelevanceModel:
+    """A profile file's model, else the one ``babelrag tune`` stored with the KB (in its manifest's
+    profile), else the shipped default."""
+    own = profile_model or (stored_profile or {}).get("model")
     return RelevanceModel.from_dict(own) if own else default_model()
 
 

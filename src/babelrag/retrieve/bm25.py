@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from babelrag.lang.analysis import term_id
+from babelrag.lang.analyzers import term_id
 from babelrag.store.schema import SparseTerms
 
 K1 = 1.2

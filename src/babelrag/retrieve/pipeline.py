@@ -38,7 +38,7 @@ def resolve_rerank(kb: KnowledgeBase, config: SearchConfig) -> tuple[str, Releva
     rerank = config.rerank
     if rerank == "auto":
         profile = load_profile(kb, config.profile).model if config.profile else None
-        model = model_for(kb.manifest, profile)
+        model = model_for(kb.manifest.profile, profile)
         if model.fits(kb.embedder.fingerprint()):
             rerank = "learned"
         elif config.threshold is not None or (config.merge == "max" and plans_several_paths(config)):
@@ -50,7 +50,7 @@ def resolve_rerank(kb: KnowledgeBase, config: SearchConfig) -> tuple[str, Releva
     if rerank not in ("learned", "learned:default"):
         return rerank, None
     profile = load_profile(kb, config.profile).model if config.profile else None
-    relevance = default_model() if rerank == "learned:default" else model_for(kb.manifest, profile)
+    relevance = default_model() if rerank == "learned:default" else model_for(kb.manifest.profile, profile)
     relevance.check(kb.embedder.fingerprint(), kb.name)
     return rerank, relevance
 
@@ -66,7 +66,7 @@ class Searcher:
         self.reranker = build_reranker(self.rerank, kb.embedder, kb.query_vector, self.relevance)
         self.strategy = build_strategy(config.strategy, self.models)
         self.extras = [build_strategy(name, self.models) for name in config.extra_paths]
-        self._detect = detector(tuple(kb.manifest["detect_languages"]))
+        self._detect = detector(tuple(kb.manifest.detect_languages))
         self._by_config: dict[str, Searcher] = {}
         self._lock = threading.Lock()
 

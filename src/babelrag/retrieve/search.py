@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from babelrag.search_config import SearchConfig
 from babelrag.kb import KnowledgeBase
-from babelrag.lang import analysis
+from babelrag.lang import analyzers
 from babelrag.models.rerank import Reranker
 from babelrag.retrieve import bm25
 from babelrag.retrieve.cache import CachedArm, RetrievalCache
@@ -43,7 +43,7 @@ def _arm_queries(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig
                                  with_vectors=with_vectors and request.rerank_text is not None))
         if config.mode in ("keyword", "hybrid"):
             pieces = request.segments or ((request.text, request.lang),)
-            terms = [term for text, lang in pieces for term in analysis.tokens(text, lang)]
+            terms = [term for text, lang in pieces for term in analyzers.tokens(text, lang)]
             record["terms"] = terms
             if terms:
                 arms.append(ArmQuery(SPARSE, sparse=bm25.query_vector(terms), with_vectors=with_vectors))

@@ -9,11 +9,11 @@ from datetime import UTC, datetime
 from importlib.metadata import version
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from babelrag import __version__
 from babelrag.errors import KBUnreadable
-from babelrag.lang import analysis
+from babelrag.lang import analyzers
 
 FORMAT = 1
 
@@ -26,7 +26,7 @@ def components(embedder_fingerprint: str, engine: str) -> dict[str, str]:
     """The fields that must match between the index and this install, flattened for comparison."""
     fields = {"format": str(FORMAT), "babelrag": _major_minor(__version__), "engine": engine,
               "embedder": embedder_fingerprint}
-    fields.update({f"analyzer.{k}": v for k, v in analysis.versions().items()})
+    fields.update({f"analyzer.{k}": v for k, v in analyzers.versions().items()})
     return fields
 
 
@@ -40,61 +40,100 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def new_manifest(kb: str, *, embedder_spec: dict[str, Any], embedder_fingerprint: str, dim: int,
-                 engine: str, collection: dict[str, Any], bm25: dict[str, float], chunking: dict[str, Any],
-                 detect_languages: list[str]) -> dict[str, Any]:
-    return {"kb": kb, "babelrag_version": __version__, "created_at": now(), "updated_at": now(),
-            "components": components(embedder_fingerprint, engine),
-            "embedder": {"spec": embedder_spec, "dim": dim}, "collection": collection, "bm25": bm25,
-            "chunking": chunking, "detect_languages": detect_languages,
-            "passages": 0, "documents": 0, "languages": {}, "language_overrides": {}}
+class EmbedderRecord(BaseModel):
+    """The embedder that built the vectors: the spec it is rebuilt from and its dimension."""
 
+    model_config = ConfigDict(extra="allow")
 
-class _Embedder(BaseModel):
     spec: dict[str, Any]
     dim: int
 
 
-class _Chunking(BaseModel):
+class Chunking(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     budget_tokens: int
 
 
-class _Bm25(BaseModel):
+class Bm25Record(BaseModel):
+    """The term weighting fixed at creation (k1, b, avgdl), so scores stay comparable as the KB grows."""
+
     model_config = ConfigDict(extra="allow")
 
     avgdl: float
+    k1: float | None = None
+    b: float | None = None
 
 
-class _Shape(BaseModel):
-    """What the code reads from a manifest, typed: a damaged one is refused at the door, naming the
-    field, instead of failing as a KeyError or AttributeError in whichever request reads it first."""
+class LanguageMix(BaseModel):
+    """Passages per language: in the whole KB, among its global passages, and per country (the
+    KB-language sets strategies search in). Empty until the first ingest counts them."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    all: dict[str, int] = Field(default_factory=dict)
+    global_: dict[str, int] = Field(default_factory=dict, alias="global")
+    countries: dict[str, dict[str, int]] = Field(default_factory=dict)
+
+
+class LanguageOverrides(BaseModel):
+    """KB-language sets declared by hand (``babelrag languages --set``); they replace the counted ones."""
 
     model_config = ConfigDict(extra="allow")
 
+    all: list[str] | None = None
+    countries: dict[str, list[str]] = Field(default_factory=dict)
+
+
+class Manifest(BaseModel):
+    """What built an index and what it holds — the one typed view of ``manifest.json`` (or a remote
+    collection's metadata). Field names are those on disk; keys this version does not know are kept
+    and written back, so a manifest from another version survives a round trip."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+
+    kb: str = ""
+    babelrag_version: str | None = None
+    created_at: str | None = None
+    updated_at: str | None = None
     components: dict[str, str]
-    embedder: _Embedder
-    bm25: _Bm25
-    chunking: _Chunking
+    embedder: EmbedderRecord
+    collection: dict[str, int] = Field(default_factory=dict)
+    bm25: Bm25Record
+    chunking: Chunking
     detect_languages: list[str]
     passages: int
     documents: int
-    languages: dict[str, Any]
-    collection: dict[str, int] = {}
-    language_overrides: dict[str, Any] = {}
+    languages: LanguageMix = Field(default_factory=LanguageMix)
+    language_overrides: LanguageOverrides = Field(default_factory=LanguageOverrides)
     profile: dict[str, Any] | None = None
+    relevance: dict[str, Any] | None = None
+
+    @classmethod
+    def parse(cls, stored: Any, kb: str) -> Manifest:
+        """The manifest a store holds, or ``KBUnreadable`` naming the first bad field (never its value):
+        a damaged manifest is refused when the KB opens, not in whichever request reads it first."""
+        try:
+            return cls.model_validate(stored)
+        except ValidationError as error:
+            first = error.errors(include_input=False, include_url=False)[0]
+            raise KBUnreadable(kb, f"manifest: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+
+    def stored(self) -> dict[str, Any]:
+        """The JSON a store keeps: the names on disk (``global``), unknown keys included."""
+        return self.model_dump(mode="json", by_alias=True)
 
 
-def check_shape(manifest: dict[str, Any], kb: str) -> None:
-    """``KBUnreadable`` (naming the first bad field) unless the manifest has the shape babelrag writes."""
-    try:
-        _Shape.model_validate(manifest)
-    except ValidationError as error:
-        first = error.errors(include_input=False, include_url=False)[0]
-        raise KBUnreadable(kb, f"manifest: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+def new_manifest(kb: str, *, embedder_spec: dict[str, Any], embedder_fingerprint: str, dim: int,
+                 engine: str, collection: dict[str, Any], bm25: dict[str, float], chunking: dict[str, Any],
+                 detect_languages: list[str], relevance: dict[str, Any]) -> Manifest:
+    return Manifest(kb=kb, babelrag_version=__version__, created_at=now(), updated_at=now(),
+                    components=components(embedder_fingerprint, engine),
+                    embedder=EmbedderRecord(spec=embedder_spec, dim=dim), collection=collection,
+                    bm25=Bm25Record.model_validate(bm25), chunking=Chunking.model_validate(chunking),
+                    detect_languages=detect_languages, passages=0, documents=0, relevance=relevance)
 
 
-def differences(manifest: dict[str, Any], current: dict[str, str]) -> list[tuple[str, object, object]]:
-    built = manifest.get("components", {})
+def differences(manifest: Manifest, current: dict[str, str]) -> list[tuple[str, object, object]]:
+    built = manifest.components
     return [(name, built.get(name), value) for name, value in current.items() if built.get(name) != value]

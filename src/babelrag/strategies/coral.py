@@ -163,9 +163,10 @@ class Coral:
         llm = self.models.llm
         budget = Budget(trace, options.max_tokens, options.max_seconds)
         fixed_country = question.country if config.country_filter else None
-        langs = kb_languages(kb.manifest, fixed_country, config.pivot)
-        countries = [] if fixed_country else sorted((kb.manifest.get("languages") or {}).get("countries", {}))
-        detect = detector(tuple(kb.manifest["detect_languages"]))
+        manifest = kb.manifest
+        langs = kb_languages(manifest, fixed_country, config.pivot)
+        countries = [] if fixed_country else sorted(manifest.languages.countries)
+        detect = detector(tuple(manifest.detect_languages))
         validated: dict[str, Judged] = {}
         judged: dict[str, CriticScores] = {}  # the critic judges against the question: once per passage
         query, last = question.text, Ranking("coral", "none")

@@ -47,8 +47,9 @@ class KBLanguages:
 
     def plan(self, question: Question, kb: KnowledgeBase, config: SearchConfig, trace: Trace) -> list[SearchRequest]:
         country = question.country if config.country_filter else None
-        measured = [t for t in config.kb_targets if t in kb_languages(kb.manifest, country, config.pivot)]
-        targets = (measured or kb_languages(kb.manifest, country, config.pivot, question.lang))[:config.max_paths]
+        manifest = kb.manifest
+        measured = [t for t in config.kb_targets if t in kb_languages(manifest, country, config.pivot)]
+        targets = (measured or kb_languages(manifest, country, config.pivot, question.lang))[:config.max_paths]
         if config.kb_paths == "pivot":
             targets = [t for t in targets if t == config.pivot] or targets[:1]
         elif config.kb_paths == "local":

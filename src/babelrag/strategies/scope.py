@@ -3,7 +3,7 @@ path shares (the question's country plus global passages, and the configured lan
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from babelrag.search_config import SearchConfig
 from babelrag.relevance.model import default_model
@@ -11,29 +11,30 @@ from babelrag.types import PassageFilter, Question
 
 if TYPE_CHECKING:
     from babelrag.kb import KnowledgeBase
+    from babelrag.store.manifest import Manifest
 
 
-def kb_languages(manifest: dict[str, Any], country: str | None, pivot: str, prefer: str | None = None) -> list[str]:
+def kb_languages(manifest: Manifest, country: str | None, pivot: str, prefer: str | None = None) -> list[str]:
     """The KB's languages for ``country`` (and its global passages), pivot first, then ``prefer`` (the
     question's own language: searching it costs no translation), then by passage count — and where counts
     tie (a KB whose languages hold equal shares), by how well translated paths into each language found the
     gold on the shipped data's dev questions (measured, kept with the shipped relevance model), never by
     name. ``language_overrides`` in the manifest replace the computed set."""
-    overrides = manifest.get("language_overrides") or {}
-    declared = overrides.get("countries", {}).get(country) if country else overrides.get("all")
+    overrides = manifest.language_overrides
+    declared = overrides.countries.get(country) if country else overrides.all
     if declared:
         langs = list(declared)
     else:
-        seen = manifest.get("languages") or {}
-        counts = Counter(seen.get("countries", {}).get(country, {}) if country else seen.get("all", {}))
+        seen = manifest.languages
+        counts = Counter(seen.countries.get(country, {}) if country else seen.all)
         if country:
-            counts.update(seen.get("global", {}))
+            counts.update(seen.global_)
         measured = default_model().meta.get("path_lang_mrr") or {}
         langs = sorted(counts, key=lambda lang: (-counts[lang], -measured.get(lang, 0.0), lang))
     return list(dict.fromkeys(([pivot] if pivot in langs else []) + ([prefer] if prefer in langs else []) + langs))
 
 
-def own_language(manifest: dict[str, Any], question: Question, pivot: str) -> str:
+def own_language(manifest: Manifest, question: Question, pivot: str) -> str:
     """C_own: the local language of the question's country (its most frequent non-pivot language),
     the pivot for a pivot-only country, and the question's language without a country."""
     if not question.country:

@@ -81,7 +81,7 @@ class Profile(BaseModel):
     def check(self, kb: KnowledgeBase) -> None:
         """Refused like a mismatched index: another KB, another build of it, or another embedder."""
         found = [(name, mine, theirs) for name, mine, theirs in (
-            ("profile kb", self.kb, kb.name), ("profile kb build", self.kb_created_at, kb.manifest.get("created_at")),
+            ("profile kb", self.kb, kb.name), ("profile kb build", self.kb_created_at, kb.manifest.created_at),
             ("profile embedder", self.embedder, kb.embedder.fingerprint())) if mine != theirs]
         if found:
             raise IndexMismatch(kb.name, found)
@@ -94,8 +94,8 @@ def load_profile(kb: KnowledgeBase, path: str | None = None) -> Profile:
         if path:
             file = Path(path) / f"{kb.name}.yaml" if Path(path).is_dir() else Path(path)
             raw = yaml.safe_load(file.read_text(encoding="utf-8"))
-        elif kb.manifest.get("profile"):
-            raw = kb.manifest["profile"]
+        elif kb.manifest.profile:
+            raw = kb.manifest.profile
         else:
             raise ConfigError(f"strategy tuned: knowledge base '{kb.name}' has no tuned profile; run "
                               f"`babelrag tune --kb {kb.name} --golden GOLDEN.jsonl` first")
@@ -125,7 +125,7 @@ class Tuned:
 
     def resolve(self, question: Question, kb: KnowledgeBase, config: SearchConfig) -> tuple[SearchConfig, dict[str, Any]]:
         """The configuration this question's cell was tuned to, and which rule said so."""
-        stored = (kb.manifest.get("profile") or {}).get("budget", {}).get("tuned_at")
+        stored = (kb.manifest.profile or {}).get("budget", {}).get("tuned_at")
         key = (kb.name, config.profile, stored)  # a re-tune in between is seen
         if key not in self._profiles:
             self._profiles[key] = load_profile(kb, config.profile)

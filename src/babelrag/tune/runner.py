@@ -74,7 +74,7 @@ def questions_for(kb: KnowledgeBase, golden: Sequence[GoldenQuestion]) -> list[G
         named = sorted({q.index or q.kb for q in golden})
         raise ConfigError(f"tune: the golden set names no question for knowledge base '{kb.name}' (it names "
                           f"{', '.join(named[:8])}{' …' if len(named) > 8 else ''}); set each question's kb or index")
-    countries = set((kb.manifest.get("languages") or {}).get("countries", {}))
+    countries = set(kb.manifest.languages.countries)
     for q in mine:
         if q.lang not in NAMES:
             raise InputError("golden set", None, f"question '{q.id}': unknown language '{q.lang}'", field="lang")
@@ -103,7 +103,7 @@ class TooFewQuestions(ConfigError):
 
 def _profile(kb: KnowledgeBase, model: RelevanceModel, option: str, targets: dict[str, list[str]],
              **rules: Any) -> Profile:
-    return Profile(kb=kb.name, kb_created_at=kb.manifest.get("created_at"), embedder=kb.embedder.fingerprint(),
+    return Profile(kb=kb.name, kb_created_at=kb.manifest.created_at, embedder=kb.embedder.fingerprint(),
                    relevance=describe(model, ("variant",)), model=model.to_dict(),
                    options=dict(OPTIONS), targets=targets, global_rule=rules.pop("global_rule", CellRule(option=option)),
                    **rules)
@@ -139,7 +139,7 @@ def tune(kb: KnowledgeBase, golden: Sequence[GoldenQuestion], options: TuneOptio
                               f"{options.min_dev} (and {FULL_MODEL_QUESTIONS} to fit every feature of the relevance "
                               f"model): tag more questions split=dev")
     candidates = collect(kb, dev, preset_config("+country"), golden=dev)
-    shares = (kb.manifest.get("languages") or {}).get("all") or {}
+    shares = kb.manifest.languages.all
     targets = {f"{country}|{lang}": langs for (country, lang), langs in candidates.best_paths(3, shares).items()
                if len(langs) > 1}  # one path measured says nothing about which translations to add
     if options.fit_model:
@@ -148,7 +148,7 @@ def tune(kb: KnowledgeBase, golden: Sequence[GoldenQuestion], options: TuneOptio
                                                   "questions": len(dev)}, default_model(), FULL_MODEL_QUESTIONS,
                                      texts=[q.question for q in dev])
     else:
-        model, fitted = model_for(kb.manifest), {"variant": "kept"}
+        model, fitted = model_for(kb.manifest.profile), {"variant": "kept"}
         model.check(kb.embedder.fingerprint(), kb.name)
     with tempfile.TemporaryDirectory() as scratch:
         results = {"as_written": _measure(kb, "as_written", dev, model, targets, options, Path(scratch))}
@@ -175,8 +175,8 @@ def tune(kb: KnowledgeBase, golden: Sequence[GoldenQuestion], options: TuneOptio
                    "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S")},
         "tuned_on": sorted({question_hash(q.question) for q in dev})})
     if options.store_with_kb:
-        kb.manifest.update(profile=profile.model_dump(mode="json"), relevance=describe(model, ("variant",)))
-        kb.collection.write_manifest(kb.manifest)
+        kb.write_manifest(kb.manifest.model_copy(update={
+            "profile": profile.model_dump(mode="json"), "relevance": describe(model, ("variant",))}))
     measured = {o: {options.objective: sum(r.objective for r in rows) / len(rows), "llm_calls": costs[o]}
                 for o, rows in results.items()}
     return TuneResult(profile, model, fitted, len(dev), measured)

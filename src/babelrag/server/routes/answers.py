@@ -53,7 +53,7 @@ def config_of(body: SearchBody, service: Service) -> SearchConfig:
 
 def door(body: SearchBody, config: SearchConfig, kb: KnowledgeBase) -> Checked:
     """The question and configuration checked against what the KB holds (a warning, or a 400)."""
-    return checked(Question(body.question, lang=body.lang, country=body.country), config, kb.manifest)
+    return checked(Question(body.question, lang=body.lang, country=body.country), config, kb.manifest.languages)
 
 
 def _documented(model: type[SearchBody]) -> dict[str, Any]:

@@ -35,9 +35,8 @@ def listing(service: Service) -> list[dict[str, Any]]:
         except BabelragError as error:
             out.append({"kb": name, "warning": f"unreadable: {refusal(error).detail}"})
             continue
-        out.append({"kb": name, "passages": manifest["passages"], "documents": manifest["documents"],
-                    "languages": manifest["languages"].get("all", {}),
-                    "countries": sorted(manifest["languages"].get("countries", {}))})
+        out.append({"kb": name, "passages": manifest.passages, "documents": manifest.documents,
+                    "languages": manifest.languages.all, "countries": sorted(manifest.languages.countries)})
     return out
 
 

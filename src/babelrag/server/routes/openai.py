@@ -201,7 +201,7 @@ async def models(service: Service = Depends(service_of)) -> Response:
         out = []
         for kb in service.store.list():
             try:
-                tuned = bool(service.kb(kb).manifest.get("profile"))
+                tuned = bool(service.kb(kb).manifest.profile)
             except BabelragError:  # one broken or foreign collection does not hide the others (as /kbs)
                 continue
             out += [model_card(kb, p) for p in usable_presets(service, tuned)]
@@ -214,7 +214,7 @@ async def model(model_id: str, service: Service = Depends(service_of)) -> Respon
     def card() -> Response:
         kb, _ = _config(service, model_id)
         preset = model_id.partition(":")[2] or DEFAULT_PRESET
-        if preset == "tuned" and not service.kb(kb).manifest.get("profile"):
+        if preset == "tuned" and not service.kb(kb).manifest.profile:
             raise _not_found("this knowledge base has no tuned profile (babelrag tune)")
         return rendered(model_card(kb, preset))
     return await run(service.timeout, card)

@@ -11,8 +11,8 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from babelrag.bench.io import write_jsonl
-from babelrag.bench.xquad_cells import DEV_SHARE, split_of
+from babelrag.experiments.io import write_jsonl
+from babelrag.experiments.xquad_cells import DEV_SHARE, split_of
 from babelrag.errors import InputError
 from babelrag.evaluate.golden import GoldenQuestion, save_golden
 from babelrag.ingest.readers import read_jsonl

@@ -15,9 +15,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from babelrag.bench.datasets import Sources, chosen
-from babelrag.bench.ladders import OWN, PROFILES, Step, ladder
-from babelrag.bench.xquad_cells import SplitBy
+from babelrag.experiments.datasets import Sources, chosen
+from babelrag.experiments.ladders import OWN, PROFILES, Step, ladder
+from babelrag.experiments.xquad_cells import SplitBy
 from babelrag.config import SearchConfig, finding_calls_llm, preset_config
 from babelrag.errors import BabelragError, InputError
 from babelrag.evaluate.calibrate import calibrate_threshold, written
@@ -42,7 +42,7 @@ def _digest(path: Path) -> str:
 
 def build_data(data: Path, out: Path, quick: bool, seed: int, datasets: list[str] | None = None,
                split_by: SplitBy = "article") -> BenchData:
-    """Every registered dataset (``bench/datasets.py``) whose data is under ``data``, or those named."""
+    """Every registered dataset (``experiments/datasets.py``) whose data is under ``data``, or those named."""
     sources = Sources.locate(data, quick=quick, seed=seed, split_by=split_by)
     if sources.squad is None and sources.faq is None:
         raise InputError(data, None, "no XQuAD-format files (*.<lang>.json) and no swefaq-dev/swefaq_dev.jsonl here")

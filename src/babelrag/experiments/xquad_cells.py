@@ -23,8 +23,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-from babelrag.bench.io import write_jsonl
-from babelrag.bench.squad import SquadCorpus, load_squad_folder
+from babelrag.experiments.io import write_jsonl
+from babelrag.experiments.squad import SquadCorpus, load_squad_folder
 from babelrag.errors import InputError
 from babelrag.evaluate.golden import GoldenQuestion, save_golden
 

@@ -18,9 +18,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
-from babelrag.bench import scattered, swefaq, xquad_cells
-from babelrag.bench.squad import SquadCorpus, load_squad_folder
-from babelrag.bench.xquad_cells import SplitBy
+from babelrag.experiments import scattered, swefaq, xquad_cells
+from babelrag.experiments.squad import SquadCorpus, load_squad_folder
+from babelrag.experiments.xquad_cells import SplitBy
 from babelrag.registry import DATASETS
 
 Source = Literal["xquad", "swefaq"]

@@ -15,9 +15,9 @@ import random
 from pathlib import Path
 from typing import Any
 
-from babelrag.bench.io import write_jsonl
-from babelrag.bench.squad import SquadCorpus
-from babelrag.bench.xquad_cells import SplitBy, split_for
+from babelrag.experiments.io import write_jsonl
+from babelrag.experiments.squad import SquadCorpus
+from babelrag.experiments.xquad_cells import SplitBy, split_for
 from babelrag.evaluate.golden import GoldenQuestion, save_golden
 
 SCATTERED_INDEX = "xquad-scattered"
@@ -80,7 +80,7 @@ def build_mixed(corpus: SquadCorpus, faq: Path, out: Path, quick: bool, seed: in
                 split_by: SplitBy = "article") -> dict[str, Any]:
     """SweFAQ's Swedish answers and questions (``swefaq.build``) beside XQuAD pages scattered over the
     corpus's other languages, in one KB."""
-    from babelrag.bench import swefaq
+    from babelrag.experiments import swefaq
 
     faq_passages = [{**row, "id": f"mixed:{row['id']}"} for row in swefaq.passages(faq)]
     faq_golden = [q.model_copy(update={"id": f"mixed:{q.id}", "kb": "mixed", "index": MIXED_INDEX, "country": None,
