@@ -71,7 +71,7 @@ def test_onnx_export_from_a_local_path(tiny_model) -> None:
 
 
 def test_a_checkpoint_without_a_trained_head_is_refused(tiny_model, tmp_path: Path) -> None:
-    """SPEC §8.1: a sentence-embedding checkpoint loaded through a classification class gets a random
+    """docs/methods.md#pitfall-random-head: a sentence-embedding checkpoint loaded through a classification class gets a random
     head; its "relevance" would be an arbitrary projection. Refuse it."""
     folder, model, tokenizer = tiny_model
     bare = tmp_path / "bi-encoder"

@@ -1,4 +1,4 @@
-"""Evaluation logic: answer metrics (SPEC §5), retrieval metrics, cells, significance, calibration, golden sets."""
+"""Evaluation logic: answer metrics (docs/methods.md#answer-metrics), retrieval metrics, cells, significance, calibration, golden sets."""
 from __future__ import annotations
 
 import json
@@ -141,7 +141,7 @@ def test_golden_validation_names_file_line_and_field(tmp_path: Path) -> None:
 def test_retrieval_metrics_agree_with_ir_measures() -> None:
     """An independent implementation on lists with misses, empty lists and several gold pages. (Repeated pages
     — several language versions of one page in the passed list — keep their passage positions in ours, as
-    SPEC §5 ranks the list passed on; ir_measures cannot express repeats, see the page-level test above.)"""
+    docs/methods.md#retrieval-metrics ranks the list passed on; ir_measures cannot express repeats, see the page-level test above.)"""
     ir_measures = pytest.importorskip("ir_measures")
     from ir_measures import RR, R, nDCG
 

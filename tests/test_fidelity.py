@@ -1,4 +1,4 @@
-"""Faithful to the papers where the first release was not (SPEC §3.8, §4.3, §4.4): what DELTA's generator
+"""Faithful to the papers where the first release was not (docs/methods.md#delta-generator-query, #dkm-rag, #qtt-rag): what DELTA's generator
 is asked, QTT-RAG's words in every language the library answers in, a failed translation never shown as
 native, and DKM-RAG's rewriter being the generator's model. Scripted LLMs record what each role was sent;
 retrieval runs on the real engine over real XQuAD paragraphs."""
@@ -109,14 +109,14 @@ def test_dkm_refines_with_the_generators_model(scripted) -> None:
     question = Question("Wie viele Punkte?", lang="de")
     config = preset_config("multirag", {"llm": small, "generator": generator})
     build_context("dkm", Models(config)).build(question, hits, config, Trace())
-    assert calls["small"] == ["translate"] and calls["generator"] == ["refine"]  # SPEC §4.3's default
+    assert calls["small"] == ["translate"] and calls["generator"] == ["refine"]  # docs/methods.md#dkm-rag default
     config = preset_config("multirag", {"llm": small, "generator": generator, "refiner": refiner})
     build_context("dkm", Models(config)).build(question, hits, config, Trace())
     assert calls["refiner"] == ["refine"] and calls["generator"] == ["refine"]  # set apart, it is used instead
 
 
 def test_the_qa_ladder_reproduces_deltas_table() -> None:
-    """[DELTA] Table 5 (SPEC §7.1): its rows in its order, each step the method the row names, with the
+    """[DELTA] Table 5 (docs/methods.md#delta-table-5): its rows in its order, each step the method the row names, with the
     paper's settings — retrieval over the same multilingual datastore, 5 passages to the generator."""
     expected = [  # row → (strategy, lang_scope, context)
         ("MultiRAG", ("as_written", "all", "multirag")),

@@ -90,7 +90,7 @@ _RERANK = "learned"
 _CHAT = {"strategy": "kb_languages", "rerank": _RERANK, "merge": "max", "threshold": _TAU, "country_filter": True}
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # the blog ladder (SPEC §2), each step changing one thing from the previous one
+    # the blog ladder (docs/methods.md#dkm-rag), each step changing one thing from the previous one
     "keyword": {"mode": "keyword", "rerank": "none", "country_filter": False},
     "vector": {"mode": "vector", "rerank": "none", "country_filter": False},
     "hybrid": {"mode": "hybrid", "rerank": "none", "country_filter": False},
@@ -99,7 +99,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "hybrid+rerank": {"mode": "hybrid", "rerank": _RERANK, "country_filter": False},
     "+threshold": {"mode": "hybrid", "rerank": _RERANK, "threshold": _TAU, "country_filter": False},
     "+country": {"mode": "hybrid", "rerank": _RERANK, "threshold": _TAU, "country_filter": True},
-    # the chat configuration (SPEC §3.5): the KB's languages, max-merged reranker scores
+    # the chat configuration (docs/methods.md#dkm-rag): the KB's languages, max-merged reranker scores
     "chat": _CHAT,
     "chat-rrf": {**_CHAT, "merge": "rrf", "threshold": None},
     "hyde": {"strategy": "hyde", "rerank": _RERANK, "threshold": _TAU, "country_filter": True},
@@ -119,7 +119,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "coral-select": {"strategy": "coral", "rerank": _RERANK, "coral": {"critic": False, "rewrite": False, "rounds": 1}},
     "coral-rewrite": {"strategy": "coral", "rerank": _RERANK, "coral": {"critic": False, "rewrite": True, "rounds": 1}},
     "coral": {"strategy": "coral", "rerank": _RERANK},
-    # the papers' context strategies (SPEC §4); they combine with any of the above: delta+crossrag
+    # the papers' context strategies (docs/methods.md#dkm-rag); they combine with any of the above: delta+crossrag
     "norag": {"context": "none"},
     "crossrag": {"context": "crossrag"},
     "dkm": {"context": "dkm"},

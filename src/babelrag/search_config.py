@@ -14,7 +14,7 @@ from babelrag.errors import ConfigError
 
 
 class DeltaConfig(BaseModel):
-    """DELTA's fused query (SPEC §3.8); defaults are the paper's."""
+    """DELTA's fused query (docs/methods.md#delta); defaults are the paper's."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -31,7 +31,7 @@ class DeltaConfig(BaseModel):
 
 
 class CoralConfig(BaseModel):
-    """CORAL's loop (SPEC §3.9). The paper gives no score scale, threshold or round cap: each criterion
+    """CORAL's loop (docs/methods.md#coral). The paper gives no score scale, threshold or round cap: each criterion
     is 1–5, a passage is kept when every criterion reaches ``min_each`` (and the total ``min_total``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -100,7 +100,7 @@ class SearchConfig(BaseModel):
     answer_tokens: int = Field(64, ge=1, le=4096)
     dkm_combine: Literal["sets", "pairs"] = "sets"
     dkm_parts: Literal["both", "translated", "refined"] = "both"  # the paper's ablations
-    refiner: str | None = None  # DKM-RAG's rewriter LLM (default: the generator's, SPEC §4.3)
+    refiner: str | None = None  # DKM-RAG's rewriter LLM (default: the generator's, docs/methods.md#dkm-rag)
     # the LLM that makes a conversation's follow-up standalone (default: ``llm``); measured on XQuAD
     # follow-ups (benchmarks/conversation.py), the 1.5B model's rewrites help where the 0.5B's are refused
     conversation_llm: str | None = None

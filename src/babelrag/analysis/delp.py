@@ -1,4 +1,4 @@
-"""DeLP — debiased language preference ([DELTA] §3; SPEC §6.2).
+"""DeLP — debiased language preference ([DELTA] §3; docs/methods.md#delp).
 
 The raw preference s_e(Lq, Ld) (an MLRS matrix) is regressed on structural priors,
     φ(Lq, Ld) = [1, log p_ret(Ld|Lq), log p_db(Ld), log ℓ(Ld), log p_gold(Lq, Ld), log p_cult(Ld), 1[Lq = Ld]]
@@ -85,7 +85,7 @@ def prior_correlations(calibration: Calibration, priors: Priors, eps: float = 1e
 def variability(raw: Mapping[Pair, Sequence[float]], debiased: Mapping[Pair, Sequence[float]],
                 permutations: int = 10_000, seed: int = 0) -> dict[str, Any]:
     """How much each (query, document language) score moves over a series of measurements, MLRS against
-    DeLP: mean range and std over the pairs, and paired permutation tests of the difference (SPEC §6.2 b)."""
+    DeLP: mean range and std over the pairs, and paired permutation tests of the difference (docs/methods.md#delp-sensitivity)."""
     keys = sorted(raw)
     raw_range = np.array([np.ptp(raw[k]) for k in keys])
     raw_std = np.array([np.std(raw[k]) for k in keys])

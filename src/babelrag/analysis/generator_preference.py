@@ -1,4 +1,4 @@
-"""Generator language preference ([MLRS] §5.1; SPEC §5): from the same evidence, the generator answers
+"""Generator language preference ([MLRS] §5.1; docs/methods.md#generator-preference): from the same evidence, the generator answers
 each question in N languages; the answers are embedded (the KB's multilingual embedder) and compared
 pairwise. A language whose answers agree with the others is one the generator is consistent in:
 its preference is the mean of its row's off-diagonal cosines, averaged over questions."""

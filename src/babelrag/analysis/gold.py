@@ -1,4 +1,4 @@
-"""Gold availability ([DELTA] Table 1 analogue; SPEC §6.3): per question language, how often the gold
+"""Gold availability ([DELTA] Table 1 analogue; docs/methods.md#gold-availability): per question language, how often the gold
 page exists in each language of the KB — counted per page, not per passage — with retrieval
 Recall@k alongside (availability is not answerability: retrieval can still help without it)."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""MLRS — MultiLingualRankShift ([MLRS] §2; SPEC §6.1): how far non-query-language passages rise when
+"""MLRS — MultiLingualRankShift ([MLRS] §2; docs/methods.md#mlrs): how far non-query-language passages rise when
 they are put into the query language (or, for the matrix, into any target language T).
 
 For a query q with initial ranking D_q (r_init, 1 = best): the passages not in Lq (D_diff) are
@@ -18,7 +18,7 @@ from babelrag.types import Hit, Passage, SearchRequest, Trace
 
 
 def random_reference(n: int) -> float:
-    """Expected MLRS under random re-scoring when D_diff covers the list (derived in SPEC §6.1)."""
+    """Expected MLRS under random re-scoring when D_diff covers the list (derived in docs/methods.md#mlrs)."""
     return 100 * (n + 1) / (3 * n)
 
 

@@ -1,7 +1,7 @@
 """`babelrag analyze preference`: MLRS per (query language, target language), the structural priors,
 DeLP, their correlations, a gold-availability sensitivity check, and the language mix of what is retrieved.
 
-The sensitivity check (SPEC §6.2 b) changes gold availability for real: at each ratio, every gold page
+The sensitivity check (docs/methods.md#delp-sensitivity) changes gold availability for real: at each ratio, every gold page
 of the sample keeps only one of two language versions (the first language for that share of pages,
 the second for the rest), the others are taken out of what retrieval returns, and MLRS, the priors
 and DeLP are measured again. It costs one full measurement per ratio, so it runs on request.
@@ -35,7 +35,7 @@ from babelrag.types import Passage, Trace
 
 @dataclass(frozen=True)
 class PreferenceOptions:
-    n: int = 10  # list size re-scored for MLRS (SPEC default)
+    n: int = 10  # list size re-scored for MLRS (docs/methods.md#mlrs)
     exposure_k: int = 50  # list size for the exposure prior
     targets: str = "query"  # query (T = Lq) | all (the matrix: every KB language) | a comma-separated list
     per_lang: int | None = 20  # questions sampled per query language (None: all)
@@ -47,7 +47,7 @@ class PreferenceOptions:
     cultural: bool = True  # run the locale classifier for p_cult (one LLM call per question)
     seed: int = 0
     sensitivity_pair: tuple[str, str] | None = None
-    sensitivity_ratios: int = 0  # gold shares measured between the pair's languages (SPEC: 11); 0 = off
+    sensitivity_ratios: int = 0  # gold shares measured between the pair's languages (docs/methods.md#delp-sensitivity); 0 = off
     concurrency: int = 1  # questions measured at once (results and trace as sequential)
     notes: list[str] = field(default_factory=list)
 
@@ -173,7 +173,7 @@ def _kept_version(doc_id: str, ratio: float) -> int:
 
 def gold_sensitivity(tools: _Tools, questions: Sequence[GoldenQuestion], p_cult: dict[str, float],
                      pair: tuple[str, str], ratios: int) -> dict[str, Any]:
-    """SPEC §6.2(b) measured: per ratio, each gold page present in both languages keeps one version, MLRS
+    """docs/methods.md#delp-sensitivity measured: per ratio, each gold page present in both languages keeps one version, MLRS
     and DeLP are measured again; the range and std of each over the ratios (averaged over query
     languages) and a paired permutation test of MLRS against DeLP variability."""
     versions = {(p.doc_id, p.lang): p.id for p in tools.passages}

@@ -29,7 +29,7 @@ def preference(
     lam: Annotated[float, typer.Option(help="Ridge λ for DeLP.")] = 1.0,
     cultural: Annotated[bool, typer.Option(help="Run the locale classifier for the cultural prior.")] = True,
     sensitivity: Annotated[int, typer.Option(help="Gold-availability sensitivity: measure again at N gold shares "
-                                                  "between two languages (SPEC: 11; costs N measurements).")] = 0,
+                                                  "between two languages (docs/methods.md#delp-sensitivity; costs N measurements).")] = 0,
     sensitivity_pair: Annotated[Optional[str], typer.Option(help="The two languages, e.g. en,ko "
                                                                  "(default: en and the first other).")] = None,
     llm: LlmOpt = None,

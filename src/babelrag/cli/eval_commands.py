@@ -11,6 +11,7 @@ from rich.table import Table
 
 from babelrag.cli.common import DEFAULT_DATA, PRESET_HELP, SET_HELP, ConcurrencyOpt, LlmOpt, StoreOpt, app, err, out
 from babelrag.cli.common import split as comma_list
+from babelrag.experiments.ladders import LADDERS
 
 
 @app.command()
@@ -77,8 +78,8 @@ def bench(
     quick: Annotated[bool, typer.Option(help="A fixed small sample (minutes on 2 cores).")] = False,
     data: Annotated[Path, typer.Option(help="Folder with xquad-dev/ and swefaq-dev/, or any folder of "
                                             "XQuAD-format files (<name>.<lang>.json).")] = DEFAULT_DATA,
-    ladder: Annotated[Optional[str], typer.Option(help="Ladder of configurations: blog (default), translate, "
-                                                       "kb-paths, fusion, qa, qa-core, qa-rhb, coral, coral-qa.")] = None,
+    ladder: Annotated[Optional[str], typer.Option(help="Ladder of configurations: blog (default), "
+                                                       f"{', '.join(n for n in LADDERS if n != 'blog')}.")] = None,
     qa: Annotated[bool, typer.Option("--qa", help="The answering ladder (qa; qa-core with --quick).")] = False,
     out: Annotated[Optional[Path], typer.Option(help="Output folder (default runs/bench-<time>); an existing "
                                                      "one resumes.")] = None,

@@ -8,7 +8,7 @@ from rich.table import Table
 
 from babelrag.cli.common import app, err, out
 
-models_app = typer.Typer(help="Local LLMs that ship inside PyPI packages (MODELS.md).", no_args_is_help=True)
+models_app = typer.Typer(help="Local LLMs that ship inside PyPI packages (pinned, sha256-verified on provisioning).", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 
 

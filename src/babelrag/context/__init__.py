@@ -1,4 +1,4 @@
-"""Context strategies: what the generator reads, built from the top passages (SPEC §4).
+"""Context strategies: what the generator reads, built from the top passages (docs/methods.md#context-strategies).
 
 One file each, registering itself in ``registry.CONTEXTS`` with its parameters and facts; the imports
 below are the registration lines. They compose with any query strategy (``delta+crossrag``). Every

@@ -1,4 +1,4 @@
-"""CrossRAG ([RHB], SPEC §4.2): every passage not already in the pivot is translated into it; the
+"""CrossRAG ([RHB], docs/methods.md#crossrag): every passage not already in the pivot is translated into it; the
 answer is still written in the question's language. The source language comes from passage
 metadata, never guessed (cf. the public baseline that translated into the query language, §8.2).
 Passages are translated as many at a time as the model has slots."""

@@ -1,4 +1,4 @@
-"""DKM-RAG ([MLRS], SPEC §4.3): passages not in the question's language are translated into it
+"""DKM-RAG ([MLRS], docs/methods.md#dkm-rag): passages not in the question's language are translated into it
 (P_translated; native ones kept as they are), then an LLM rewrites each into a standalone passage
 that brings in what it knows and drops what is redundant (P_refined). The generator reads
 P_translated followed by P_refined (``combine=sets``, the paper) or each pair joined
@@ -38,7 +38,7 @@ def _refine_prompt(question: Question, text: str) -> list[dict[str, str]]:
 
 
 class DKMParams(BaseModel):
-    """How the translated and refined passages combine, and the paper's ablations (SPEC §4.3)."""
+    """How the translated and refined passages combine, and the paper's ablations (docs/methods.md#dkm-rag)."""
 
     dkm_combine: Literal["sets", "pairs"] = "sets"
     dkm_parts: Literal["both", "translated", "refined"] = "both"

@@ -1,4 +1,4 @@
-"""QTT-RAG ([QTT], SPEC §4.4): passages not in the question's language are translated into it, an
+"""QTT-RAG ([QTT], docs/methods.md#qtt-rag): passages not in the question's language are translated into it, an
 LLM judge rates each translation against its original (semantic equivalence, grammatical
 accuracy, naturalness: 0–5, one decimal, JSON), and the scores are attached as a tag line in Lq.
 Nothing is rewritten, dropped or reordered — except in the hard-filter variant (``qtt_min_score``),
@@ -73,7 +73,7 @@ class QTT:
                           "fluency": round(q.naturalness, 1)}
                 line = f"[{words.quality}] {words.semantic}: {scores['semantic']}, {words.grammar}: " \
                        f"{scores['grammar']}, {words.fluency}: {scores['fluency']}"
-            except LLMError as error:  # SPEC §4.4: tagged unscored, and counted as the judge's failure
+            except LLMError as error:  # docs/methods.md#qtt-rag: tagged unscored, and counted as the judge's failure
                 own.fail("judge", f"passage {p.id}: {error}", "translation tagged unscored")
                 scores, line = {}, f"[{words.quality}] {words.unscored}"
             mean = sum(scores.values()) / 3 if scores else None

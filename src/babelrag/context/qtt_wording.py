@@ -1,4 +1,4 @@
-"""QTT-RAG's words in the question's language (SPEC §4.4): the generator's trust rule and the tag line's
+"""QTT-RAG's words in the question's language (docs/methods.md#qtt-rag): the generator's trust rule and the tag line's
 labels — quality, the three criteria, and the two states a translated passage can be in without scores
 (the judge failed: unscored; the translation itself failed: the original is shown, marked so). The
 languages are the generator prompts' (``generate/prompts.py``): every language of the shipped data and

@@ -1,4 +1,4 @@
-"""Answer metrics (SPEC §5): character 3-gram recall (``lang/ngrams.py``), flexible exact match,
+"""Answer metrics (docs/methods.md#answer-metrics): character 3-gram recall (``lang/ngrams.py``), flexible exact match,
 answer language. Normalisation lowercases and turns punctuation into spaces; no article removal."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Threshold calibration (SPEC §2.2): the largest τ whose Recall@k loss stays within a budget.
+"""Threshold calibration (docs/methods.md#threshold): the largest τ whose Recall@k loss stays within a budget.
 
 It reads a reranked run's evidence (scores in descending order, so the passages above any τ
 are a prefix of the top k): no search is repeated. τ belongs to the reranker that produced it.

@@ -1,4 +1,4 @@
-"""Retrieval metrics per question (SPEC §5), on page ids in ranked order.
+"""Retrieval metrics per question (docs/methods.md#retrieval-metrics), on page ids in ranked order.
 
 Pages, not passages: a question is answered by a page (``doc_id``) and every chunk or language
 version of it counts. Ranks are positions in the list actually passed on (after merge and threshold).

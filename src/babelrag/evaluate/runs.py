@@ -106,7 +106,7 @@ def question_row(question: GoldenQuestion, result: SearchResult | None, trace: T
 
 
 def _answer_fields(question: GoldenQuestion, answer: Answer | None, languages: Sequence[str]) -> dict[str, Any]:
-    """Answer metrics on the generated text only (never the prompt: SPEC §8.6), against the gold
+    """Answer metrics on the generated text only (never the prompt: docs/methods.md#pitfall-echoed-prompt), against the gold
     answers in the question's language; none there → not scored, counted as ``answer_no_reference``."""
     text = answer.text if answer else ""
     scored = strip_citations(text)

@@ -2,7 +2,7 @@
 and how it is built. ``babelrag bench`` builds every entry whose data is present (or those asked for);
 a new layout is a new entry here and its builder, never a branch in the runner.
 
-Layouts (SPEC §2's cells under every page-language situation a deployment meets):
+Layouts (docs/methods.md#cells cells under every page-language situation a deployment meets):
 - ``parallel``: XQuAD country KBs (a page in the pivot, the local language or both) and the pooled KB
   holding every language version — a same-language copy of the gold page usually exists;
 - ``unique-country``: country KBs whose pages are local-only or English-only, never both;

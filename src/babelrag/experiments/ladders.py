@@ -18,7 +18,7 @@ class Step:
     name: str
     preset: str
     overrides: dict[str, Any] = field(default_factory=dict)
-    # take τ from dev traces (SPEC §2.2) instead of the preset's value: ``OWN`` (this step's configuration run
+    # take τ from dev traces (docs/methods.md#threshold) instead of the preset's value: ``OWN`` (this step's configuration run
     # on the dev questions without a threshold), an earlier step of the same configuration, or — labelled as
     # reused in the report — another step's τ (LLM steps run on a test sample only)
     calibrate_threshold_from: str | None = None
@@ -77,7 +77,7 @@ LADDERS: dict[str, list[Step]] = {
         Step("kb: local path only", "chat", {"kb_paths": "local"}, calibrate_threshold_from=_SINGLE, baseline=_SINGLE),
         Step("kb: both paths", "chat", calibrate_threshold_from=_SINGLE, baseline=_SINGLE),
     ],
-    # end to end (SPEC §4, §7): no-RAG → monoRAG → MultiRAG → CrossRAG → DKM-RAG (and its two ablations)
+    # end to end (docs/methods.md#qa-ladders): no-RAG → monoRAG → MultiRAG → CrossRAG → DKM-RAG (and its two ablations)
     # → QTT-RAG (and its hard filter); the query strategies of [DELTA]'s Table 5 (tRAG, English
     # translation, DELTA, and DELTA with the original question at generation); then the chat
     # configuration's paths with each context strategy
@@ -101,7 +101,7 @@ LADDERS: dict[str, list[Step]] = {
         Step("chat+dkm", "chat+dkm", {"threshold": None}, answer=True, baseline="MultiRAG"),
         Step("chat+qtt", "chat+qtt", {"threshold": None}, answer=True, baseline="MultiRAG"),
     ],
-    # [CORAL] (SPEC §3.9, §7.6): the fixed scopes, then from MultiRAG its ablations (dynamic corpus
+    # [CORAL] (docs/methods.md#coral): the fixed scopes, then from MultiRAG its ablations (dynamic corpus
     # selection, + query rewriting) and the full loop, and the critic threshold either side of the default
     "coral": [
         Step("C_own", "fixed-own", sample=True),

@@ -144,7 +144,7 @@ def fit_profiles(golden: list[GoldenQuestion], indexes: list[str], store: str, f
 
 def _threshold(step: Step, config: SearchConfig, plan_configs: dict[str, SearchConfig], results: dict[str, RunResult],
                golden: list[GoldenQuestion], folder: Path, store: str, concurrency: int | None) -> dict[str, Any]:
-    """τ for a step (SPEC §2.2), from dev rows scored by a model that never saw them (the shipped and tuned
+    """τ for a step (docs/methods.md#threshold), from dev rows scored by a model that never saw them (the shipped and tuned
     models score their own training questions out-of-fold): the step's *own* dev rows — a run of its
     configuration without a threshold (``OWN``), or an earlier step that is that very configuration —
     else another step's τ, reused and labelled so (an LLM step runs on a test sample only)."""

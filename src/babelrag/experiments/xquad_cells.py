@@ -1,4 +1,4 @@
-"""The XQuAD cell benchmarks: country knowledge bases built like the practitioner's (SPEC §2).
+"""The XQuAD cell benchmarks: country knowledge bases built like the practitioner's (docs/methods.md#cells).
 
 From any folder of parallel SQuAD-format files: each "country" gets a disjoint set of
 articles, a local language and a language mix — *mixed* (each page in the pivot only, the local

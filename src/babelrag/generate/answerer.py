@@ -73,7 +73,7 @@ class Answerer:
 
 def generator_query(question: Question, trace: Trace, config: SearchConfig) -> str:
     """What the generator is asked: DELTA's fused query when a DELTA path built one and
-    ``delta.generator_query`` is ``fused`` (SPEC §3.8), else the question as written."""
+    ``delta.generator_query`` is ``fused`` (docs/methods.md#delta-generator-query), else the question as written."""
     if config.delta.generator_query == "fused":
         fused = [s.data["fused"] for s in trace.steps if s.stage == "delta" and s.data.get("fused")]
         if fused:

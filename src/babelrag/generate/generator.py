@@ -3,7 +3,7 @@
 Evidence is numbered in the prompt so the model can cite it ([2]); when it cites nothing, the
 answer is attributed to the passages that contain most of it (character 3-grams), and the
 answer says which of the two happened. The scored text is only what the model generated
-(SPEC §8.6), with the citation markers removed.
+(docs/methods.md#pitfall-echoed-prompt), with the citation markers removed.
 """
 from __future__ import annotations
 

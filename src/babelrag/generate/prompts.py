@@ -1,4 +1,4 @@
-"""Generator prompts written in the question's language ([BERGEN] basic_translated_langspec, SPEC §4.1).
+"""Generator prompts written in the question's language ([BERGEN] basic_translated_langspec, docs/methods.md#generation-prompt).
 
 The system turn asks, in Lq, to extract the relevant information from the numbered documents and
 answer as briefly as possible in Lq, citing documents by number; the no-evidence variant only

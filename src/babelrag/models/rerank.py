@@ -1,6 +1,6 @@
 """Rerankers: re-score one path's candidates against its query text, on one fixed scale.
 
-No cross-encoder ships its weights offline (MODELS.md). ``learned`` (relevance/) scores each
+No cross-encoder ships its weights offline (docs/methods.md#reranker). ``learned`` (relevance/) scores each
 candidate as P(relevant) from the signals retrieval already produced, with the KB's tuned model
 or the shipped default. ``dense-resort`` re-sorts by the KB embedder's cosine alone (one scale on
 every path, but it throws away the keyword arm: hybrid becomes plain dense order); ``dense`` is
@@ -117,7 +117,7 @@ class CrossEncoderReranker:
         tokenizer = AutoTokenizer.from_pretrained(self.path, local_files_only=True)
         model, loading = AutoModelForSequenceClassification.from_pretrained(
             self.path, local_files_only=True, output_loading_info=True, **({"num_labels": labels} if labels else {}))
-        if loading.get("missing_keys"):  # SPEC §8.1: a bi-encoder loaded as a cross-encoder scores at random
+        if loading.get("missing_keys"):  # docs/methods.md#pitfall-random-head: a bi-encoder loaded as a cross-encoder scores at random
             raise ConfigError(f"rerank: {self.path} has no trained relevance head (newly initialised: "
                               f"{', '.join(sorted(loading['missing_keys'])[:4])}); it is not a cross-encoder. "
                               f"Score a bi-encoder by embedding cosine (rerank=dense) instead.")

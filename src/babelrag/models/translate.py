@@ -1,6 +1,6 @@
 """Translators behind one protocol, and a persistent cache in front of any of them.
 
-No MT weights for our languages ship offline (MODELS.md), so the default translator is the
+No MT weights for our languages ship offline (docs/methods.md#translation), so the default translator is the
 LLM ([DELTA] prompt D: fluent, meaning-preserving, usual forms of names, nothing added, strict
 JSON). ``mt:PATH`` loads a seq2seq model (Marian, NLLB, M2M, T5…) from a local directory.
 Translation is the one LLM call in the chat retrieval path, so every result is cached by
@@ -110,7 +110,7 @@ _UNSPACED = regex.compile(r"[\u0E00-\u0E7F\u3040-\u30FF\u3400-\u9FFF\uAC00-\uD7A
 
 def translation_problem(source: str, translation: str, src: str, target: str) -> str | None:
     """Why a translation can't be used, or None. Small models loop to the token limit, copy the
-    prompt's example, return the source, or answer in another language (MODELS.md)."""
+    prompt's example, return the source, or answer in another language (docs/methods.md#translation)."""
     text = translation.strip()
     if not text:
         return "empty translation"

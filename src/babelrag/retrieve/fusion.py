@@ -1,4 +1,4 @@
-"""Fusing rankings: hybrid arms, and later the paths of multi-path strategies (SPEC §3.6).
+"""Fusing rankings: hybrid arms, and later the paths of multi-path strategies (docs/methods.md#merge).
 
 - ``max``: each passage keeps its best score. Only meaningful on one scale; rankings from
   different scorers are min-max normalised first (and the result says so in its scorer name).

@@ -1,4 +1,4 @@
-"""Index manifests: what built an index, checked every time it is opened (SPEC §8.5).
+"""Index manifests: what built an index, checked every time it is opened (docs/methods.md#pitfall-index-manifest).
 
 Vectors built by one embedder and queried by another, or terms cut by another segmenter
 version, degrade silently; a manifest turns that into a refusal naming the differing field.

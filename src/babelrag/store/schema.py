@@ -178,7 +178,7 @@ def point_id(passage_id: str) -> str:
 
 
 def where_for(flt: PassageFilter) -> Where | None:
-    """The question's country means that country *plus* passages that apply everywhere (SPEC §2.3)."""
+    """The question's country means that country *plus* passages that apply everywhere (docs/methods.md#country-filter)."""
     if flt.is_empty():
         return None
     must = []

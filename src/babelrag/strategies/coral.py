@@ -1,4 +1,4 @@
-"""CORAL ([CORAL]; SPEC §3.9): a planner picks the corpora (and may rewrite the query), a critic scores
+"""CORAL ([CORAL]; docs/methods.md#coral): a planner picks the corpora (and may rewrite the query), a critic scores
 what they return, survivors accumulate, and a sufficiency check decides whether to go round again.
 
 Unlike the other strategies it cannot plan its paths up front: each round depends on what the
@@ -138,7 +138,7 @@ def _clip(text: str, chars: int) -> str:
 
 
 class CoralParams(BaseModel):
-    """CORAL's rounds, critic and budget (SPEC §3.9)."""
+    """CORAL's rounds, critic and budget (docs/methods.md#coral)."""
 
     coral: CoralConfig = CoralConfig()
 

@@ -1,4 +1,4 @@
-"""DELTA's fused query ([DELTA]; SPEC §3.8): one string, the native query beside an English back-off
+"""DELTA's fused query ([DELTA]; docs/methods.md#delta): one string, the native query beside an English back-off
 and cross-lingual anchors, weighted by repetition only. Retriever and corpus stay unchanged.
 
 Steps: English pivot → cultural cue (y, c, L_loc) → anchor bundle (titles, aliases, hint) →
@@ -122,7 +122,7 @@ def fuse_query(q_glob: str, q_local: str, lang: str, cue: CulturalCue | None, bu
 
 
 class DeltaParams(BaseModel):
-    """DELTA's repetition thresholds, caps and modes (SPEC §3.8)."""
+    """DELTA's repetition thresholds, caps and modes (docs/methods.md#delta)."""
 
     delta: DeltaConfig = DeltaConfig()
 

@@ -1,4 +1,4 @@
-"""HyDE (Gao et al. 2023): an LLM writes a plausible answer passage, which is searched (SPEC §3.7).
+"""HyDE (Gao et al. 2023): an LLM writes a plausible answer passage, which is searched (docs/methods.md#hyde).
 
 Alone (``strategy=hyde``) it replaces the question; as ``extra_paths=[hyde]`` it joins another
 strategy's paths. The passage is written in the question's language by default, and its

@@ -1,4 +1,4 @@
-"""Search in the knowledge base's languages, not the user's (SPEC §3.5, the [BLOG] chat configuration).
+"""Search in the knowledge base's languages, not the user's (docs/methods.md#kb-languages, the [BLOG] chat configuration).
 
 Target languages come from the KB side: the languages its passages are written in for the
 question's country (plus global passages), the pivot first, then the question's own language when

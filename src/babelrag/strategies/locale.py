@@ -1,4 +1,4 @@
-"""The locale (cultural-language) classifier ([DELTA] App. J, prompt B; SPEC §6.4).
+"""The locale (cultural-language) classifier ([DELTA] App. J, prompt B; docs/methods.md#locale-classifier).
 
 Given the English version of a question it names one primary place and the one cultural
 language tied to it, whether the question is culture-specific, and a confidence. Decoding is

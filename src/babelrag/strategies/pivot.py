@@ -1,4 +1,4 @@
-"""English pivot: translate the question into the pivot language and search with that (SPEC §3.4).
+"""English pivot: translate the question into the pivot language and search with that (docs/methods.md#trag).
 
 ``lang_scope=pivot`` is tRAG ([RHB], [CORAL]: the pivot corpus only); ``lang_scope=all`` is
 [DELTA]'s "English Translation" baseline (the same multilingual datastore as the others).
