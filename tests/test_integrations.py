@@ -146,7 +146,7 @@ def test_llama_index_vector_store_indexes_nodes_as_they_are(tmp_path: Path) -> N
     assert [n.node.ref_doc_id for n in index.as_retriever(similarity_top_k=1).retrieve("läkemedel i Sverige")] \
         == ["page-se"]
     vector_store.delete("page-pl")
-    assert vector_store.client.manifest.documents == 1
+    assert vector_store.client.manifest["documents"] == 1
     vector_store.close()
 
 

@@ -59,7 +59,7 @@ def test_handles_in_one_process_share_the_kb_and_take_turns_writing(store: str) 
         thread.join(120)
     assert not failures, failures
     expected = len(DOCS) + 3 * 3 + 1
-    assert first.manifest.documents == second.manifest.documents == expected
+    assert first.manifest["documents"] == second.manifest["documents"] == expected
     first.close()
     assert len(second.search("apotek", k=50, settings={"candidates": 50}).evidence.hits) == expected
     second.close()
