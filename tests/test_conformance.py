@@ -8,6 +8,8 @@ question's text for strings, the top of each range for numbers), so every struct
 """
 from __future__ import annotations
 
+import dataclasses
+
 import json
 from typing import Any
 
@@ -113,10 +115,13 @@ def _ids(entries: list[Entry]) -> list[str]:
     return [entry.name for entry in entries]
 
 
-def test_every_kind_has_entries_with_unique_names() -> None:
+def test_every_kind_has_entries_and_a_name_registers_once() -> None:
     for registry in (STRATEGIES, CONTEXTS, RERANKERS):
-        names = registry.names()
-        assert names and len(names) == len(set(names))
+        assert registry.names()
+        taken = registry.entries()[0]
+        with pytest.raises(ValueError, match="registered twice"):  # a second method never replaces the first
+            registry.add(dataclasses.replace(taken, make=lambda *args: None))
+        assert registry.entry(taken.name).make is taken.make
 
 
 @pytest.mark.parametrize("entry", STRATEGIES.entries() + CONTEXTS.entries(), ids=_ids(STRATEGIES.entries() +
@@ -150,7 +155,6 @@ def test_context_strategy_runs_writes_its_stages_and_keeps_its_costs(entry: Entr
     generator_calls = 1
     assert fake_llm.calls - generator_calls <= entry.facts.llm_calls_per_passage * passages
     assert (fake_llm.calls > generator_calls) == entry.facts.calls_llm
-    assert config.generate_k <= entry.facts.max_passages
 
 
 @pytest.mark.parametrize("entry", RERANKERS.entries(), ids=_ids(RERANKERS.entries()))
@@ -170,6 +174,8 @@ def test_every_preset_validates_and_searches(name: str, conformance_kb: Knowledg
     config = preset_config(name, {"profile": profile_dir})
     assert config.strategy in STRATEGIES and (config.context == NO_CONTEXT or config.context in CONTEXTS)
     result = Searcher(conformance_kb, config, models=handed(config, fake_llm)).search(QUESTION)
-    assert result.evidence.hits or result.trace.failures
+    # the fake fills strings with the question itself, so a translation comes back in the wrong language: a
+    # model failure, traced, and the question as written still searches
+    assert result.evidence.hits and all(f.stage == "translate" for f in result.trace.failures)
     declared = sum(STRATEGIES.facts(s).llm_calls_per_question for s in (config.strategy, *config.extra_paths))
     assert fake_llm.calls <= declared

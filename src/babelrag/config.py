@@ -48,8 +48,10 @@ def context_facts(name: str) -> Facts:
 def _check_names(config: SearchConfig) -> None:
     STRATEGIES.entry(config.strategy)
     for name in config.extra_paths:
-        if STRATEGIES.entry(name, "extra_paths").facts.paths == "own":
-            raise ConfigError(f"extra_paths: {name} loops over its own rounds; use strategy={name}")
+        paths = STRATEGIES.entry(name, "extra_paths").facts.paths
+        if paths in ("own", "resolved"):  # a loop or a per-question choice of configuration plans no paths
+            why = "loops over its own rounds" if paths == "own" else "chooses a configuration per question"
+            raise ConfigError(f"extra_paths: {name} {why}; use strategy={name}")
     if config.context != NO_CONTEXT:
         CONTEXTS.entry(config.context, also=(NO_CONTEXT,))
     if config.rerank != AUTO_RERANK:

@@ -23,7 +23,7 @@ import babelrag.models.rerank  # noqa: F401 - registers the rerankers
 import babelrag.models.registry  # noqa: F401 - registers the translators
 import babelrag.strategies  # noqa: F401 - registers the query strategies
 from babelrag.errors import ConfigError
-from babelrag.registry import CONTEXTS, STRATEGIES, Entry, Registry
+from babelrag.registry import CONTEXTS, STRATEGIES, Entry, Registry, shown
 from babelrag.search_config import SearchConfig
 
 NO_CONTEXT = "none"  # no retrieval at all: the no-RAG baseline
@@ -69,7 +69,7 @@ def _checked(adapter: TypeAdapter, values: Any, where: str) -> dict[str, Any]:
         return adapter.validate_python(values).model_dump(exclude_unset=True)
     except ValidationError as error:
         first = error.errors()[0]
-        field = ".".join((where, *map(str, first["loc"])))
+        field = ".".join((where, *map(shown, first["loc"])))  # keys the user wrote, cut
         raise ConfigError(f"{field}: {first['msg']}") from error
 
 

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from babelrag.errors import ConfigError
+from babelrag.registry import shown
 
 
 class DeltaConfig(BaseModel):
@@ -136,5 +137,5 @@ def validated(values: dict[str, Any]) -> SearchConfig:
         return SearchConfig.model_validate(values)
     except ValidationError as error:
         first = error.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "config"
+        field = ".".join(shown(p) for p in first["loc"]) or "config"  # a key the user wrote, cut
         raise ConfigError(f"{field}: {first['msg']}") from error

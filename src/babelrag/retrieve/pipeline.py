@@ -135,7 +135,7 @@ class Searcher:
         key = config.model_dump_json()
         with self._lock:
             if key not in self._by_config:
-                self._by_config[key] = Searcher(self.kb, config, self.cache)
+                self._by_config[key] = Searcher(self.kb, config, self.cache, self.models)
             return self._by_config[key]
 
     def _evidence(self, question: Question, trace: Trace) -> Ranking:
