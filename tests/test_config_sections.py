@@ -50,3 +50,15 @@ def test_a_long_name_is_cut_in_the_error() -> None:
     with pytest.raises(ConfigError) as error:
         make_config({"query": {"strategy": "x" * 5000}})
     assert "x" * 41 not in str(error.value) and len(str(error.value)) < 300
+
+
+@pytest.mark.parametrize("name", ["coral", "tuned"])
+def test_a_strategy_that_plans_no_paths_is_refused_as_an_extra_path(name: str) -> None:
+    with pytest.raises(ConfigError, match=f"extra_paths: {name}"):
+        make_config({"extra_paths": [name]})
+
+
+def test_a_long_key_a_user_wrote_is_cut_in_the_error() -> None:
+    with pytest.raises(ConfigError) as caught:
+        make_config({"retrieval": {"x" * 300: 1}})
+    assert "retrieval." in str(caught.value) and "x" * 41 not in str(caught.value)

@@ -35,10 +35,6 @@ def cluster_keys(rows: Sequence[Mapping[str, Any]], unit: Unit = "question") -> 
     return [cluster_key(row, unit, str(i)) for i, row in enumerate(rows)]
 
 
-def count_clusters(rows: Sequence[Mapping[str, Any]], unit: Unit = "question") -> int:
-    return len(set(cluster_keys(rows, unit)))
-
-
 def per_cluster(values: Sequence[float], clusters: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """Each cluster's sum of ``values`` and its number of rows (clusters in first-seen order)."""
     if len(values) != len(clusters):

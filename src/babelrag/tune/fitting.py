@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 
 from babelrag.errors import ConfigError
-from babelrag.evaluate.calibrate import calibrate_threshold
 from babelrag.relevance.features import MODEL_FEATURES
 from babelrag.relevance.model import RelevanceModel, crossfit, fit, group_folds
 from babelrag.tune.training import Candidates
@@ -71,14 +70,6 @@ def out_of_fold_rows(model: RelevanceModel, candidates: Candidates, k: int = 10)
                          {"doc_id": "gold" if candidates.labels[index[i]] > 0 else f"other{index[i]}",
                           "score": float(scores[i])} for i in order]})
     return rows
-
-
-def out_of_fold_tau(model: RelevanceModel, candidates: Candidates, budget: float = 0.005, k: int = 10) -> float | None:
-    """The largest τ keeping the expected Recall@k loss of the as-written path on new questions within
-    ``budget``, on out-of-fold scores (``model`` from ``fit_crossfitted``); None when the questions — counted
-    once with their translations — vouch for no cut."""
-    return calibrate_threshold(out_of_fold_rows(model, candidates, k), budget=budget, k=k, split=None,
-                               allow_all=True)["threshold"]
 
 
 def out_of_fold_scores(candidates: Candidates, features: Sequence[str], c: float = 1.0) -> np.ndarray:
