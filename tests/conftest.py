@@ -71,6 +71,22 @@ def babelrag_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return home
 
 
+class ProfessionalTranslations:
+    """XQuAD is parallel: a paragraph's English version is its professional translation (a translator for
+    pivot copies that makes no model call and no mistake)."""
+
+    name = "xquad-en"
+
+    def __init__(self, passages: list) -> None:
+        self.english = {p.doc_id: p.text for p in passages if p.lang == "en"}
+        self.page_of = {p.text: p.doc_id for p in passages}
+
+    def translate_targets(self, text: str, src: str, targets: list[str]) -> dict:
+        from babelrag.models.translate import Translation
+
+        return {target: Translation(self.english[self.page_of[text]]) for target in targets}
+
+
 def small_squad(target: Path, articles: int = 2, paragraphs: int = 3, langs=XQUAD_LANGS) -> list[Path]:
     """A real XQuAD subset (first articles/paragraphs of every language file), CC BY-SA 4.0."""
     if not XQUAD.is_dir():

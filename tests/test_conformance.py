@@ -19,6 +19,7 @@ from babelrag.config import NO_CONTEXT, PRESETS, make_config, preset_config
 from babelrag.errors import ConfigError
 from babelrag.generate.answerer import Answerer
 from babelrag.ingest.pipeline import index_sources
+from babelrag.ingest.pivot_copies import make_pivot_copies
 from babelrag.kb import KnowledgeBase
 from babelrag.models.llm import Completion
 from babelrag.models.bundle import Models
@@ -30,7 +31,7 @@ from babelrag.strategies.tuned import CellRule, Profile
 from babelrag.tune.runner import write_profile
 from babelrag.types import Question, Trace
 
-from conftest import small_squad
+from conftest import ProfessionalTranslations, small_squad
 
 QUESTION = Question("Wie viele Punkte gab die Verteidigung der Panthers ab?", lang="de")
 NEEDS_A_DIRECTORY = {"cross-encoder": "a cross-encoder directory"}
@@ -83,6 +84,7 @@ def conformance_kb(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
     files = small_squad(folder / "data", articles=1, paragraphs=2, langs=("de", "en", "tr"))
     index_sources("conf", [str(f) for f in files], str(folder / "store"))
     with KnowledgeBase.open("conf", str(folder / "store")) as kb:
+        make_pivot_copies(kb, ProfessionalTranslations(kb.collection.scroll()))  # for the pivot_copies path
         yield kb
 
 

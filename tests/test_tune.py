@@ -13,6 +13,7 @@ from babelrag.config import preset_config
 from babelrag.errors import ConfigError, IndexMismatch, InputError
 from babelrag.evaluate.golden import GoldenQuestion
 from babelrag.ingest.pipeline import index_sources
+from babelrag.ingest.pivot_copies import make_pivot_copies
 from babelrag.kb import KnowledgeBase
 from babelrag.relevance.features import FEATURES, feature_matrix
 from babelrag.relevance.model import default_model, fit, question_hash
@@ -22,7 +23,7 @@ from babelrag.tune.choose import DevRow, choose, shrunk_objectives
 from babelrag.tune.runner import TuneOptions, tune, write_profile
 from babelrag.types import Hit, Passage, Question, SearchRequest
 
-from conftest import XQUAD_LANGS
+from conftest import XQUAD_LANGS, ProfessionalTranslations
 
 
 def hit(pid: str, lang: str, dense: float, bm25: float = 0.0, terms: tuple[int, ...] = ()) -> Hit:
@@ -270,6 +271,20 @@ def test_tune_fits_stores_and_serves_the_profile(tmp_path: Path, small_xquad: li
         result = searcher.search(Question("Wer hat den Super Bowl 50 gewonnen?", lang="de"))
         assert result.evidence.scorer == f"learned:{name}" and result.evidence.hits
         assert 0.0 <= result.evidence.hits[0].score <= 1.0
+
+
+@pytest.mark.slow
+def test_tune_measures_the_pivot_copies_only_where_the_kb_has_them(tmp_path: Path, small_xquad: list[Path]) -> None:
+    store = str(tmp_path / "store")
+    index_sources("xc", [str(p) for p in small_xquad], store)
+    golden = golden_for(small_xquad, "xc")
+    options = TuneOptions(cell_min=20, fit_model=False, store_with_kb=False)
+    with KnowledgeBase.open("xc", store) as kb:
+        assert set(tune(kb, golden, options).options) == {"as_written"}
+        make_pivot_copies(kb, ProfessionalTranslations(kb.collection.scroll()))
+        measured = tune(kb, golden, options).options
+    assert set(measured) == {"as_written", "pivot_copies", "as_written+pivot_copies"}  # free at query time
+    assert all(m["llm_calls"] == 0 for m in measured.values())
 
 
 def test_measured_kb_language_targets_reach_the_translated_paths(tuned_kb: str) -> None:

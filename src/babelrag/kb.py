@@ -28,7 +28,7 @@ from babelrag.store import manifest as manifests
 from babelrag.store import journal
 from babelrag.store.manifest import LanguageMix, Manifest
 from babelrag.store.base import Collection, Store, open_store
-from babelrag.store.schema import GLOBAL, CollectionSpec, Match, Where, pages, spec_of
+from babelrag.store.schema import GLOBAL, CollectionSpec, Match, Where, pages, spec_of, staging_name
 
 
 def embedder_for(spec: dict[str, Any] | str, trusted: bool = True) -> Embedder:
@@ -55,6 +55,7 @@ class KnowledgeBase:
         self.query_embedder = query_embedder or embedder
         self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         self._memo_lock = threading.Lock()
+        self._pivot_copies: Collection | None = None
 
     @property
     def manifest(self) -> Manifest:
@@ -88,6 +89,18 @@ class KnowledgeBase:
         """Drop remembered query vectors (timed runs measure each question cold)."""
         with self._memo_lock:
             self._query_vectors.clear()
+
+    def pivot_copies(self, create: bool = False) -> Collection | None:
+        """The collection of this KB's pivot-language copies (``_pivot.<kb>``, ingest/pivot_copies.py), opened
+        on first use; None when none were made. ``create``: make it (empty, the KB's settings) if missing."""
+        name = staging_name(self.name, "pivot")
+        with self._memo_lock:
+            if self._pivot_copies is None and self.store.exists(name):
+                self._pivot_copies = self.store.open(name)
+            elif self._pivot_copies is None and create:
+                manifest = self.manifest.model_copy(update={"kb": name, "pivot_copies": None}).stored()
+                self._pivot_copies = self.store.create(name, spec_of(manifest), manifest)
+            return self._pivot_copies
 
     def identity(self) -> dict[str, Any]:
         """What tells this index's results apart: components, creation, last update, size, and the
@@ -164,11 +177,20 @@ class KnowledgeBase:
             raise ConfigError("delete: give record ids, doc ids, or everything=True")
         with self.collection.writing():
             removed = sum(self.collection.delete(where) for where in conditions)
+            if (copies := self.pivot_copies()) is not None:  # a deleted passage's copy goes with it
+                for where in conditions:
+                    copies.delete(where)
+                record = self.manifest.pivot_copies
+                if record is not None:
+                    self.write_manifest(self.manifest.model_copy(update={
+                        "pivot_copies": record.model_copy(update={"copies": copies.count()})}))
             if removed:
                 self.refresh_manifest()
         return removed
 
     def close(self) -> None:
+        if self._pivot_copies is not None:
+            self._pivot_copies.close()
         self.collection.close()
 
     def __enter__(self) -> KnowledgeBase:
@@ -246,6 +268,15 @@ def _drop_unfinished(store: Store, name: str) -> None:
     if running:
         raise KBNotReady(name)
     store.drop(name)  # a copy (or first ingest) that never finished: never served, safe to replace
+
+
+def drop_kb(store: Store | str | None, name: str) -> None:
+    """Delete the KB ``name`` and everything kept beside it (its pivot copies)."""
+    store = resolve_store(store)
+    companion = staging_name(name, "pivot")
+    if store.exists(name) and store.exists(companion):
+        store.drop(companion)
+    store.drop(name)
 
 
 def resolve_store(store: Store | str | os.PathLike[str] | None) -> Store:

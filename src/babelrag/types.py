@@ -81,6 +81,9 @@ class SearchRequest:
     # the question this path serves, as asked: a learned model scores a question it was fitted on with the
     # fold model that held it out (set by the searcher on every path)
     asked: str | None = None
+    # which index the path searches: the KB's passages, or their pivot-language copies made at ingest
+    # (ingest/pivot_copies.py); a copy's hit stands for its original passage once the path is re-scored
+    index: Literal["passages", "pivot_copies"] = "passages"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""Knowledge-base commands: index, search, delete, copy, kbs, info, languages."""
+"""Knowledge-base commands: index, pivot-copies, search, delete, copy, kbs, info, languages."""
 from __future__ import annotations
 
 import json
@@ -66,6 +66,30 @@ def index(
               f"in {report.seconds:.1f}s (embedding {report.embed_seconds:.1f}s); languages: {report.languages}")
 
 
+@app.command("pivot-copies")
+def pivot_copies(
+    kb: KbOpt,
+    store: StoreOpt = None,
+    lang: Annotated[str, typer.Option("--lang", help="The pivot language the copies are in (ISO 639).")] = "en",
+    llm: LlmOpt = None,
+    translator: Annotated[Optional[str], typer.Option(
+        help="Translator: llm (the --llm model) or mt:PATH (a seq2seq model from a local folder).")] = None,
+    retry_failed: Annotated[bool, typer.Option(help="Try again the passages whose translation failed before.")] = False,
+) -> None:
+    """Translate every passage not in the pivot language once and keep the copies beside the KB; searched by
+    the pivot_copies path (`--set extra_paths=pivot_copies`). Running again translates only new or changed passages."""
+    from babelrag.config import preset_config
+    from babelrag.ingest.pivot_copies import make_pivot_copies
+    from babelrag.kb import KnowledgeBase
+    from babelrag.models.bundle import Models
+
+    chosen = {"llm": llm, "translator": translator}
+    config = preset_config("default", {key: value for key, value in chosen.items() if value is not None})
+    with KnowledgeBase.open(kb, store) as handle:
+        report = make_pivot_copies(handle, Models(config).translator, lang, retry_failed=retry_failed)
+    err.print(f"[green]pivot copies[/] of '{kb}': {escape(report.summary())}")
+
+
 @app.command()
 def search(
     query: Annotated[str, typer.Argument(help="The question.")],
@@ -127,11 +151,11 @@ def delete(
     store: StoreOpt = None,
 ) -> None:
     """Delete documents from a knowledge base, or the whole knowledge base with --all."""
-    from babelrag.kb import KnowledgeBase, resolve_store
+    from babelrag.kb import KnowledgeBase, drop_kb
     from babelrag.store.schema import check_kb_name
 
     if drop:
-        resolve_store(store).drop(check_kb_name(kb))
+        drop_kb(store, check_kb_name(kb))
         err.print(f"[green]deleted[/] knowledge base '{kb}'")
         return
     if not ids and not doc:

@@ -27,7 +27,8 @@ class RetrievalCache:
     @staticmethod
     def key(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig) -> str:
         return digest({**kb.identity(), "text": request.text, "lang": request.lang, "segments": request.segments,
-                       "filter": repr(request.filter), "mode": config.mode, "candidates": config.candidates})
+                       "filter": repr(request.filter), "mode": config.mode, "candidates": config.candidates,
+                       **_copies_identity(kb, request)})
 
     def get(self, key: str) -> list[CachedArm] | None:
         stored = self._store.get(key)
@@ -39,3 +40,11 @@ class RetrievalCache:
 
     def put(self, key: str, arms: list[CachedArm]) -> None:
         self._store.put(key, arms)
+
+
+def _copies_identity(kb: KnowledgeBase, request: SearchRequest) -> dict[str, object]:
+    """A pivot-copy path's key also names the copies' last update (making them again invalidates it)."""
+    if request.index == "passages":
+        return {}
+    record = kb.manifest.pivot_copies
+    return {"index": request.index, "copies": record.updated_at if record else None}

@@ -72,9 +72,15 @@ def fuse(rankings: Sequence[Ranking], method: str, label: str, rrf_k: int = 60,
                 totals[hit.passage.id] = totals.get(hit.passage.id, 0.0) + w / (rrf_k + rank)
     elif method == "max":
         per = [({h.passage.id: h.score for h in r.hits} if same_scale else _minmax(r)) for r in rankings]
-        for w, scores in zip(weights, per):
+        for w, scores, ranking in zip(weights, per, rankings):
+            hits = {h.passage.id: h for h in ranking.hits}
             for pid, score in scores.items():
-                totals[pid] = max(totals.get(pid, -np.inf), w * score)
+                if w * score > totals.get(pid, -np.inf):
+                    totals[pid] = w * score
+                    if not arms:  # across paths, a passage's hit is the path that gave it its score
+                        kept = best[pid]
+                        best[pid] = hits[pid] if hits[pid].vector is not None else replace(
+                            hits[pid], vector=kept.vector, terms=kept.terms)
         scorer = rankings[0].scorer if same_scale else "max-minmax"
     elif method == "zscore":
         candidates = list(best)

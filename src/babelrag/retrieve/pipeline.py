@@ -20,7 +20,7 @@ from babelrag.errors import ConfigError
 from babelrag.relevance.model import RelevanceModel, default_model, model_for
 from babelrag.retrieve.cache import RetrievalCache
 from babelrag.retrieve.fusion import fuse
-from babelrag.retrieve.search import TRACE_HITS, rerank, retrieve
+from babelrag.retrieve.search import TRACE_HITS, as_originals, rerank, retrieve
 from babelrag.search_config import SearchConfig
 from babelrag.strategies import LoopingStrategy, ResolvingStrategy, build_strategy
 from babelrag.strategies.as_written import AsWritten
@@ -75,7 +75,7 @@ class Searcher:
         ranking = retrieve(self.kb, request, self.config, trace, with_vectors=needs_vectors, cache=self.cache)
         if self.reranker is not None:
             ranking = rerank(request, ranking, self.reranker, trace)
-        return ranking
+        return as_originals(self.kb, request, ranking, trace)
 
     def _plan(self, question: Question, trace: Trace) -> list[SearchRequest]:
         """Each strategy's paths. A model failure drops that strategy's paths (recorded in the trace);
@@ -95,7 +95,8 @@ class Searcher:
             requests.extend(planned)
         unique: dict[tuple, SearchRequest] = {}
         for request in requests:  # the same search twice finds the same candidates: run it once
-            unique.setdefault((request.text, request.lang, request.segments, request.rerank_text, repr(request.filter)),
+            unique.setdefault((request.text, request.lang, request.segments, request.rerank_text, repr(request.filter),
+                               request.index),
                               replace(request, asked=question.text))
         return list(unique.values())
 

@@ -1,9 +1,14 @@
-"""One path: run its arms (dense, BM25) in one engine call, fuse, then rerank against its own text."""
+"""One path: run its arms (dense, BM25) in one engine call, fuse, then rerank against its own text.
+
+A path searches the KB's passages or their pivot-language copies (``request.index``, ingest/pivot_copies.py);
+a copy is re-scored as what it is (a passage in the pivot language), then stands for its original.
+"""
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
 
+from babelrag.errors import ConfigError
 from babelrag.search_config import SearchConfig
 from babelrag.kb import KnowledgeBase
 from babelrag.lang import analyzers
@@ -11,6 +16,8 @@ from babelrag.models.rerank import Reranker
 from babelrag.retrieve import bm25
 from babelrag.retrieve.cache import CachedArm, RetrievalCache
 from babelrag.retrieve.fusion import fuse
+from babelrag.store.base import Collection
+from babelrag.store.copies import is_current
 from babelrag.store.schema import DENSE, SPARSE, ArmQuery, Scored, where_for
 from babelrag.types import Hit, Ranking, SearchRequest, Trace
 
@@ -24,12 +31,23 @@ def _ranking(label: str, arm: str, scored: Sequence[Scored]) -> Ranking:
                          for rank, s in enumerate(scored, start=1)))
 
 
-def _from_cache(kb: KnowledgeBase, cached: list[CachedArm], with_vectors: bool) -> list[Ranking]:
-    found = kb.collection.fetch(list(dict.fromkeys(pid for _, _, hits in cached for pid, _ in hits)), with_vectors)
+def _from_cache(collection: Collection, cached: list[CachedArm], with_vectors: bool) -> list[Ranking]:
+    found = collection.fetch(list(dict.fromkeys(pid for _, _, hits in cached for pid, _ in hits)), with_vectors)
     return [_ranking(label, DENSE if scorer == "cosine" else SPARSE,
                      [Scored(found[pid].passage, score, found[pid].vector, found[pid].terms)
                       for pid, score in hits if pid in found])
             for label, scorer, hits in cached]
+
+
+def searched(kb: KnowledgeBase, request: SearchRequest) -> Collection:
+    """The collection the path searches: the KB's passages or its pivot copies."""
+    if request.index == "passages":
+        return kb.collection
+    copies = kb.pivot_copies()
+    if copies is None:
+        raise ConfigError(f"pivot_copies: knowledge base '{kb.name}' has no pivot copies; make them with "
+                          f"`babelrag pivot-copies --kb {kb.name}`")
+    return copies
 
 
 def _arm_queries(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, trace: Trace,
@@ -53,16 +71,19 @@ def _arm_queries(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig
 def retrieve(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, trace: Trace,
              with_vectors: bool = False, cache: RetrievalCache | None = None) -> Ranking:
     """Candidates for one request: each arm's top ``candidates``, fused when hybrid."""
+    collection = searched(kb, request)
+    # a copy's language is the pivot: a language restriction applies to its original (``as_originals``)
+    flt = replace(request.filter, langs=()) if request.index == "pivot_copies" else request.filter
     key = cache.key(kb, request, config) if cache else None
     cached = cache.get(key) if cache else None
     if cached is not None:
         with trace.step("retrieve", request.label, cached=True) as record:
-            rankings = _from_cache(kb, cached, with_vectors)
+            rankings = _from_cache(collection, cached, with_vectors)
             record["arms"] = [r.to_trace(TRACE_HITS) for r in rankings]
     else:
         arms = _arm_queries(kb, request, config, trace, with_vectors)
-        with trace.step("retrieve", request.label, filter=repr(request.filter)) as record:
-            results = kb.collection.query(arms, where_for(request.filter), config.candidates) if arms else []
+        with trace.step("retrieve", request.label, filter=repr(request.filter), index=request.index) as record:
+            results = collection.query(arms, where_for(flt), config.candidates) if arms else []
             rankings = [_ranking(f"{request.label}/{arm.arm}", arm.arm, scored) for arm, scored in zip(arms, results)]
             record["arms"] = [r.to_trace(TRACE_HITS) for r in rankings]
         if cache:
@@ -88,3 +109,22 @@ def rerank(request: SearchRequest, ranking: Ranking, reranker: Reranker, trace: 
                                      hits[i].signals) for i in order))
         record["ranking"] = reranked.to_trace(TRACE_HITS)
     return reranked
+
+
+def as_originals(kb: KnowledgeBase, request: SearchRequest, ranking: Ranking, trace: Trace) -> Ranking:
+    """A pivot-copy path's hits as the original passages they stand for, in the same order and with the
+    scores the copies earned; a copy whose original is gone, changed since it was made, or outside the
+    path's languages is dropped (counted in the trace). A passage path's ranking is returned as it is."""
+    if request.index == "passages" or not ranking.hits:
+        return ranking
+    with trace.step("originals", ranking.label, copies=len(ranking)) as record:
+        found = kb.collection.fetch([h.passage.id for h in ranking.hits])
+        langs, hits, stale = set(request.filter.langs), [], 0
+        for hit in ranking.hits:
+            original = found.get(hit.passage.id)
+            if original is None or not is_current(hit.passage, original.passage):
+                stale += 1
+            elif not langs or original.passage.lang in langs:
+                hits.append(Hit(original.passage, hit.score, hit.path, signals=hit.signals))  # the copy's vectors are not its
+        record.update(stale=stale, passed=len(hits))
+    return Ranking(ranking.label, ranking.scorer, tuple(hits))

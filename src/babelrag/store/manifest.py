@@ -85,6 +85,19 @@ class LanguageOverrides(BaseModel):
     countries: dict[str, list[str]] = Field(default_factory=dict)
 
 
+class PivotCopiesRecord(BaseModel):
+    """The KB's pivot-language copies (ingest/pivot_copies.py): their language, the translator that made
+    them, how many exist and how many passages it could not translate (the reasons stay with the copies)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    lang: str
+    translator: str
+    copies: int = 0
+    failed: int = 0
+    updated_at: str | None = None
+
+
 class Manifest(BaseModel):
     """What built an index and what it holds — the one typed view of ``manifest.json`` (or a remote
     collection's metadata). Field names are those on disk; keys this version does not know are kept
@@ -108,6 +121,7 @@ class Manifest(BaseModel):
     language_overrides: LanguageOverrides = Field(default_factory=LanguageOverrides)
     profile: dict[str, Any] | None = None
     relevance: dict[str, Any] | None = None
+    pivot_copies: PivotCopiesRecord | None = None
 
     @classmethod
     def parse(cls, stored: Any, kb: str) -> Manifest:

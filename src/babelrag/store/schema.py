@@ -26,7 +26,8 @@ _KB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 # A KB's name starts with a letter or digit, so names starting with "_" are babelrag's own: the staging
 # areas of a rebuild (built aside, then swapped in) and the retired KB a swap sets aside. No user can
 # name a KB so, so a rebuild of "kb1" never touches a KB called "kb1.old" or "kb1.rebuild" (it did).
-STAGING_PURPOSES = ("rebuild", "retired")
+# A KB's pivot-language copies (ingest/pivot_copies.py) live beside it under ``_pivot.<kb>`` the same way.
+STAGING_PURPOSES = ("rebuild", "retired", "pivot")
 _STAGING_NAME = re.compile(rf"^_(?:{'|'.join(STAGING_PURPOSES)})\.[A-Za-z0-9][A-Za-z0-9_.-]{{0,62}}$")
 
 

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from babelrag.models.bundle import Models
 from babelrag.registry import STRATEGIES
 from babelrag.search_config import SearchConfig
-from babelrag.strategies import as_written, coral, delta, hyde, kb_languages, pivot, tuned, unaccented  # noqa: F401
+from babelrag.strategies import (  # noqa: F401
+    as_written, coral, delta, hyde, kb_languages, pivot, pivot_copies, tuned, unaccented,
+)
 from babelrag.types import Question, Ranking, SearchRequest, Trace
 
 if TYPE_CHECKING:

@@ -34,7 +34,16 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "as_written+hyde": {"strategy": "as_written", "extra_paths": ["hyde"]},
     "kb_languages": {"strategy": "kb_languages", "extra_paths": []},
     "delta": {"strategy": "delta", "extra_paths": []},
+    # over the pivot copies made at ingest (`babelrag pivot-copies`): offered only on a KB that has them
+    "pivot_copies": {"strategy": "pivot_copies", "extra_paths": []},
+    "as_written+pivot_copies": {"strategy": "as_written", "extra_paths": ["pivot_copies"]},
 }
+
+
+def needs_copies(option: str) -> bool:
+    """The option searches the KB's pivot copies (a KB without them cannot run it)."""
+    chosen = OPTIONS[option]
+    return "pivot_copies" in (chosen["strategy"], *chosen["extra_paths"])
 
 
 class CellRule(BaseModel):

@@ -33,7 +33,7 @@ from babelrag.lang.languages import NAMES
 from babelrag.progress import progress
 from babelrag.relevance.model import RelevanceModel, default_model, describe, model_for, question_hash
 from babelrag.retrieve.pipeline import Searcher
-from babelrag.strategies.tuned import ANY, OPTIONS, CellRule, Profile
+from babelrag.strategies.tuned import ANY, OPTIONS, CellRule, Profile, needs_copies
 from babelrag.tune.choose import DevRow, choose
 from babelrag.tune.fitting import VARIANTS, fit_selected
 from babelrag.tune.training import collect
@@ -152,10 +152,13 @@ def tune(kb: KnowledgeBase, golden: Sequence[GoldenQuestion], options: TuneOptio
         model.check(kb.embedder.fingerprint(), kb.name)
     with tempfile.TemporaryDirectory() as scratch:
         results = {"as_written": _measure(kb, "as_written", dev, model, targets, options, Path(scratch))}
+        if kb.pivot_copies() is not None:  # no model call at query time: measured on every dev question
+            for option in filter(needs_copies, OPTIONS):
+                results[option] = _measure(kb, option, dev, model, targets, options, Path(scratch))
         if options.max_llm_calls > 0 and options.llm_per_cell != 0:
             sampled = sample_per_cell(dev, options.llm_per_cell)
             for option in OPTIONS:
-                if option != "as_written":
+                if option not in results and not needs_copies(option):
                     results[option] = _measure(kb, option, sampled, model, targets, options, Path(scratch))
     costs = {o: sum(r.llm_calls for r in rows) / len(rows) for o, rows in results.items() if rows}
     results = {o: rows for o, rows in results.items() if rows}

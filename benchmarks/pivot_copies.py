@@ -1,0 +1,189 @@
+"""What pivot copies made at ingest buy, per cell, against what they cost once per passage.
+
+    python benchmarks/pivot_copies.py                          # scattered and unique-country, full size
+    python benchmarks/pivot_copies.py --quick --llm qwen2.5-coder-0.5b
+    python benchmarks/pivot_copies.py --llm openai:MODEL@URL   # an endpoint translates
+    python benchmarks/pivot_copies.py --translator professional  # the ceiling: XQuAD's own English paragraphs
+
+The benchmark layouts whose pages each exist in one language are built from the shipped data (the same
+builders, split by article, as ``babelrag bench``). Every passage not in the pivot language is translated
+once (``babelrag pivot-copies``), by the configured translator or, with ``--translator professional``, by
+XQuAD's own English version of the same paragraph (XQuAD is a professional translation of SQuAD: what a
+perfect translator would give, so the copies' ceiling). The one-time cost is reported per passage (model calls and seconds; a
+translation served from the cache keeps the seconds it took when made) with the failed translations by
+reason. Then every *test* question is searched with the default preset, and with the default preset plus
+the ``pivot_copies`` path; per question language, split by where the gold page is (the question's
+language or another), with the language gap, and the difference tested by a sign-flip test in which a
+question and its translations flip together (Benjamini–Hochberg across cells). Latency is the median
+search time of each configuration in the same loop, warm (query embeddings cached per question across the
+two configurations would favour the second: each configuration embeds afresh).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import DATA, bench_store, console, need_data, percentile, table  # noqa: E402
+
+from babelrag.config import preset_config  # noqa: E402
+from babelrag.experiments.squad import load_squad_folder  # noqa: E402
+from babelrag.evaluate.clusters import cluster_key  # noqa: E402
+from babelrag.evaluate.metrics import reciprocal_rank  # noqa: E402
+from babelrag.evaluate.significance import MIN_PAIRS, adjust, paired_test  # noqa: E402
+from babelrag.experiments.runner import REPORTED, build_data, ensure_indexes  # noqa: E402
+from babelrag.ingest.pivot_copies import make_pivot_copies  # noqa: E402
+from babelrag.kb import KnowledgeBase  # noqa: E402
+from babelrag.models.bundle import Models  # noqa: E402
+from babelrag.models.translate import Translation, Translator  # noqa: E402
+from babelrag.retrieve.pipeline import Searcher  # noqa: E402
+
+CONFIGS = {"vector": ("vector", {}), "default": ("default", {}),
+           "pivot copies alone": ("default", {"strategy": "pivot_copies"}),
+           "default + pivot copies (max)": ("default", {"extra_paths": ["pivot_copies"]}),
+           "default + pivot copies (rrf)": ("default", {"extra_paths": ["pivot_copies"], "merge": "rrf"})}
+BASE = "default"
+
+
+def score(kb: KnowledgeBase, rows: list, configs: dict) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """MRR@10 per row and search seconds per row, for each configuration (round-robin per question)."""
+    searchers = {name: Searcher(kb, preset_config(preset, overrides)) for name, (preset, overrides) in configs.items()}
+    mrr, seconds = defaultdict(list), defaultdict(list)
+    for row in rows:
+        for name, searcher in searchers.items():
+            kb.forget_query_vectors()
+            started = time.perf_counter()
+            result = searcher.search(row.as_question())
+            seconds[name].append(time.perf_counter() - started)
+            mrr[name].append(reciprocal_rank(result.evidence.doc_ids()[:10], row.gold_pages))
+    return mrr, seconds
+
+
+class ProfessionalEnglish:
+    """XQuAD's English paragraph of the page a passage (or a chunk of it) comes from."""
+
+    name = "xquad-professional-en"
+
+    def __init__(self) -> None:
+        corpus = load_squad_folder(DATA / "xquad-dev")
+        self.english = corpus.pages["en"]
+        self.paragraphs = [(text, page) for lang, pages in corpus.pages.items() for page, text in pages.items()]
+        self.page_of = {text: page for text, page in self.paragraphs}
+
+    def translate_targets(self, text: str, src: str, targets: list[str]) -> dict[str, Translation]:
+        page = self.page_of.get(text) or next((page for whole, page in self.paragraphs if text in whole), None)
+        found = self.english.get(page) if page else None
+        return {t: Translation(found) if found else Translation("", problem="no English paragraph") for t in targets}
+
+
+def translator_for(args: argparse.Namespace) -> Translator:
+    if args.translator == "professional":
+        return ProfessionalEnglish()
+    return Models(preset_config("default", {"llm": args.llm, "translator": args.translator})).translator
+
+
+def where_gold(row) -> str:
+    return "in Lq" if row.tags.get("gold_in_question_lang") == "true" else "elsewhere"
+
+
+VARIANTS = [name for name in CONFIGS if "pivot copies" in name]
+
+
+def report(index: str, rows: list, mrr: dict[str, list[float]], seconds: dict[str, list[float]]) -> list[dict]:
+    """The layout's table (each configuration against the default on the same questions), and the per-cell
+    tests of every copy variant against the default (corrected together with the other layouts' later)."""
+    clusters = [cluster_key({"id": r.id, "tags": r.tags}) for r in rows]
+    layout = rows[0].tags.get("layout", index)
+    summary = []
+    for name in CONFIGS:
+        values = np.array(mrr[name])
+        parts = {part: values[[where_gold(r) == part for r in rows]] for part in ("in Lq", "elsewhere")}
+        means = {part: float(v.mean()) if len(v) else float("nan") for part, v in parts.items()}
+        test = paired_test(mrr[BASE], mrr[name], clusters=clusters) if name != BASE else {"delta": 0.0, "p": None}
+        summary.append([name, float(values.mean()), f"{test['delta']:+.3f}", "–" if test["p"] is None else test["p"],
+                        means["in Lq"], len(parts["in Lq"]), means["elsewhere"], len(parts["elsewhere"]),
+                        means["in Lq"] - means["elsewhere"], percentile(seconds[name], 50) * 1000])
+    table(f"{layout} ({index}): {len(rows)} test rows, {len(set(clusters))} questions (p: sign-flip by question)",
+          ["config", "MRR@10", "Δ vs default", "p", "gold in Lq", "n", "gold elsewhere", "n", "gap", "p50 ms"], summary)
+    cells = []
+    for lang in sorted({r.lang for r in rows}):
+        chosen = [i for i, r in enumerate(rows) if r.lang == lang]
+        for variant in VARIANTS:
+            test = paired_test([mrr[BASE][i] for i in chosen], [mrr[variant][i] for i in chosen],
+                               clusters=[clusters[i] for i in chosen])
+            if test["clusters"] < MIN_PAIRS:  # too few questions to reach significance after correction: untested
+                test["p"] = None
+            cells.append({"layout": layout, "lang": lang, "variant": variant, "n": len(chosen),
+                          "base": float(np.mean([mrr[BASE][i] for i in chosen])),
+                          "with": float(np.mean([mrr[variant][i] for i in chosen])), **test})
+    return cells
+
+
+def picture(cells: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    layouts = list(dict.fromkeys(c["layout"] for c in cells))
+    figure, axes = plt.subplots(1, len(layouts), figsize=(7 * len(layouts), 4), squeeze=False)
+    width = 0.8 / (len(VARIANTS) + 1)
+    for axis, layout in zip(axes[0], layouts):
+        mine = [c for c in cells if c["layout"] == layout]
+        langs = list(dict.fromkeys(c["lang"] for c in mine))
+        x = np.arange(len(langs))
+        base = {c["lang"]: c["base"] for c in mine}
+        axis.bar(x - 0.4 + width / 2, [base[lang] for lang in langs], width, label=BASE)
+        for n, variant in enumerate(VARIANTS, start=1):
+            found = {c["lang"]: c for c in mine if c["variant"] == variant}
+            axis.bar(x - 0.4 + width / 2 + n * width, [found[lang]["with"] for lang in langs], width, label=variant)
+        axis.set_xticks(x, langs)
+        axis.set_ylim(0, 1)
+        axis.set_title(f"{layout}: MRR@10 per question language")
+    axes[0][0].legend(loc="lower left", fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--datasets", default="scattered,unique-country")
+    parser.add_argument("--quick", action="store_true", help="the bench's quick sizes")
+    parser.add_argument("--llm", default="qwen2.5-coder-0.5b")
+    parser.add_argument("--translator", default="llm", help="llm | mt:PATH | professional")
+    parser.add_argument("--lang", default="en")
+    parser.add_argument("--out", type=Path, default=Path(bench_store()).parent / "pivot-copies")
+    args = parser.parse_args()
+    need_data()
+    os.environ.setdefault("BABELRAG_EMBED_CACHE", "1")
+    store = bench_store()
+    data = build_data(DATA, args.out / ("quick" if args.quick else "full"), args.quick, 13, args.datasets.split(","))
+    ensure_indexes(data.indexes, store)
+    translator = translator_for(args)
+    cells: list[dict] = []
+    for index in data.indexes:
+        rows = [q for q in data.golden if q.index == index and q.tags.get("split") == REPORTED]
+        with KnowledgeBase.open(index, store) as kb:
+            made = make_pivot_copies(kb, translator, args.lang)
+            console.print(f"[bold]{index}[/]: {kb.manifest.passages} passages; pivot copies: {made.summary()}")
+            mrr, seconds = score(kb, rows, CONFIGS)
+        cells.extend(report(index, rows, mrr, seconds))
+    adjust(cells)
+    table("each copy variant vs default per question language (MRR@10; p sign-flip by question, BH across all cells)",
+          ["layout", "lang", "variant", "rows", "default", "variant", "Δ", "p_adj"],
+          [[c["layout"], c["lang"], c["variant"], c["n"], c["base"], c["with"], f"{c['with'] - c['base']:+.3f}",
+            c["p_adj"] if c["p_adj"] is not None else "–"] for c in cells])
+    args.out.mkdir(parents=True, exist_ok=True)
+    drawn = args.out / f"pivot_copies-{translator.name.replace(':', '_').replace('/', '_')}.png"
+    picture(cells, drawn)
+    console.print(f"picture: {drawn}")
+
+
+if __name__ == "__main__":
+    main()

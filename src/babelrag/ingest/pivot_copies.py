@@ -1,0 +1,187 @@
+"""Pivot copies: every passage not in the pivot language, translated once at ingest and searched as an
+extra path (docs/methods.md#pivot-copies).
+
+Why: on a KB whose pages each exist in one language, a question's own-language pages get a head start (the
+multilingual embedder scores a same-language distractor close, keyword search cannot match across
+languages at all). Over copies that are all in one language every page competes on the same footing, and
+a question asked in the pivot language matches them word for word. The translation is paid once per
+passage at ingest, never per question.
+
+A copy keeps its original's ids (passage, record, page), country and scope, so filters, deletion and the
+page collapse treat it as its original; its text is the translation and its language the pivot. Copies
+live beside the KB in ``_pivot.<kb>`` (the same embedder, their own keyword statistics). Each records a
+digest of the text it was made from: running again translates only new or changed passages and drops the
+copies of passages that are gone, and a search never serves a copy whose original changed since
+(retrieve/search.py). Translations are checked as at query time (models/translate.py: loops, copied
+examples, wrong language); a failed one is recorded with its reason and counted in the KB's manifest, and
+the passage stands in for itself untranslated, so no page drops out of the copies' path. A model failure
+is data here too: it never stops the run.
+"""
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from babelrag import deadline
+from babelrag.codes import language_code
+from babelrag.kb import KnowledgeBase
+from babelrag.lang import analyzers
+from babelrag.models.llm_types import LLMError
+from babelrag.models.translate import Translator, translate_many
+from babelrag.progress import progress
+from babelrag.retrieve import bm25
+from babelrag.store import manifest as manifests
+from babelrag.store.base import Collection
+from babelrag.store.copies import ORIGINAL_LANG, SOURCE_DIGEST, TRANSLATOR, UNTRANSLATED, is_current, source_digest
+from babelrag.store.manifest import PivotCopiesRecord
+from babelrag.store.schema import Match, StoredPoint, Where, point_id
+from babelrag.types import Passage, Trace
+
+REASON_CHARS = 200  # of a failure's reason kept per passage
+
+
+@dataclass
+class PivotCopiesReport:
+    """One run: copies made now, reused (their original unchanged), removed (original gone or changed, or
+    made by another translator), failed translations by reason (their passages stand in untranslated), and what translating cost: model calls (those served from the translation cache
+    too, which keep the seconds they took when made) and model seconds."""
+
+    kb: str
+    lang: str
+    translator: str
+    translated: int = 0
+    as_is: int = 0
+    reused: int = 0
+    removed: int = 0
+    skipped_failed: int = 0
+    failed: Counter[str] = field(default_factory=Counter)
+    llm_calls: int = 0
+    cached_calls: int = 0
+    llm_seconds: float = 0.0
+    seconds: float = 0.0
+    copies: int = 0
+
+    def summary(self) -> str:
+        failed = sum(self.failed.values())
+        attempted = self.translated + failed
+        reasons = f" ({', '.join(f'{n} {why}' for why, n in self.failed.most_common())})" if failed else ""
+        earlier = f", {self.skipped_failed} failed before (--retry-failed tries them again)" if self.skipped_failed else ""
+        cost = f"{self.llm_seconds / attempted:.1f} s of model time per passage" if attempted else "nothing to translate"
+        return (f"{self.translated} translated into {self.lang}, {self.as_is} already in it, {self.reused} kept, "
+                f"{self.removed} removed, {failed} failed{reasons}{earlier}; {self.copies} copies; "
+                f"{self.llm_calls} model calls ({self.cached_calls} cached), {cost}, {self.seconds:.0f} s in all")
+
+
+def make_pivot_copies(kb: KnowledgeBase, translator: Translator, lang: str = "en", *, retry_failed: bool = False,
+                      batch_size: int = 16) -> PivotCopiesReport:
+    """Translate every passage of ``kb`` not in ``lang`` that has no current copy, and store the copies. A
+    passage in ``lang`` is stored as it is; one whose translation fails is stored untranslated as its own
+    stand-in (its page stays findable on the copies' path) and tried again only with ``retry_failed`` (a
+    deterministic model fails it the same way). Another translator's copies are made again. Copies written
+    before an interruption stay: running again resumes."""
+    lang = language_code(lang, "lang")
+    started = time.perf_counter()
+    report = PivotCopiesReport(kb.name, lang, translator.name)
+    with kb.collection.writing():
+        copies = kb.pivot_copies(create=True)
+        assert copies is not None
+        originals = {p.id: p for p in kb.collection.scroll()}
+        current = {p.id: p for p in copies.scroll()}
+        kept = {pid for pid, copy in current.items()
+                if _still_good(copy, originals.get(pid), lang, translator.name, retry_failed)}
+        report.removed = _remove_stale(copies, current, kept)
+        failed = {pid: why for pid, why in (copies.read_manifest().get("failed") or {}).items()
+                  if pid in kept and current[pid].metadata.get(UNTRANSLATED)}
+        report.reused, report.skipped_failed = len(kept) - len(failed), len(failed)
+        try:
+            _translate_all(kb, copies, [p for pid, p in originals.items() if pid not in kept], translator, lang,
+                           batch_size, report, failed)
+        finally:  # what was done stays recorded, an interrupted run too
+            _record(kb, copies, report, failed, started)
+    return report
+
+
+def _still_good(copy: Passage, original: Passage | None, lang: str, translator: str, retry_failed: bool) -> bool:
+    """A copy of the original as it is now, made by this translator (or needing none); a failed translation's
+    stand-in only while failures are not to be tried again."""
+    if not is_current(copy, original):
+        return False
+    if copy.metadata.get(ORIGINAL_LANG) == lang:
+        return True
+    return copy.metadata.get(TRANSLATOR) == translator and not (retry_failed and copy.metadata.get(UNTRANSLATED))
+
+
+def _remove_stale(copies: Collection, current: dict[str, Passage], kept: set[str]) -> int:
+    """Delete the copies not ``kept`` (original gone or changed), a record's copies at a time."""
+    stale_records = {p.record_id for pid, p in current.items() if pid not in kept}
+    records = sorted(stale_records)
+    for start in range(0, len(records), 256):
+        group = set(records[start:start + 256])
+        keep = tuple(point_id(pid) for pid in kept if current[pid].record_id in group)
+        copies.delete(Where(must=(Match("record_id", tuple(sorted(group))),), must_not_ids=keep))
+    return len(current) - len(kept)
+
+
+def _translate_all(kb: KnowledgeBase, copies: Collection, todo: list[Passage], translator: Translator, lang: str,
+                   batch_size: int, report: PivotCopiesReport, failed: dict[str, Any]) -> None:
+    avgdl = kb.manifest.bm25.avgdl
+    with progress(f"pivot copies of {kb.name} ({lang})", len(todo), "passages") as advance:
+        for start in range(0, len(todo), batch_size):
+            made: list[Passage] = []
+            for passage in todo[start:start + batch_size]:
+                deadline.check("translating passages")
+                made.append(_translated(passage, translator, lang, report, failed))
+                advance(1)
+            if made:  # copies in the pivot language are analysed as such, stand-ins in their own
+                vectors = kb.embedder.embed([p.text for p in made], "passage")
+                copies.upsert([StoredPoint(p, vectors[i], bm25.document_vector(analyzers.tokens(p.text, p.lang), avgdl))
+                               for i, p in enumerate(made)])
+
+
+def _translated(passage: Passage, translator: Translator, lang: str, report: PivotCopiesReport,
+                failed: dict[str, Any]) -> Passage:
+    """The passage's copy. A passage already in the pivot language is its own copy: the copies then hold every
+    page, and a page written in the pivot language competes there on the same terms as the translated ones. A
+    failed translation is recorded with its reason and the passage stands in for itself, untranslated (a model
+    failure never stops the run, and never hides a page from the copies' path)."""
+    if passage.lang == lang:
+        report.as_is += 1
+        return replace(passage, metadata={ORIGINAL_LANG: lang, SOURCE_DIGEST: source_digest(passage)})
+    trace = Trace()
+    try:
+        result = translate_many(translator, passage.text, passage.lang, [lang], trace)
+        problem = result.failed.get(lang)
+    except LLMError as error:
+        result, problem = None, f"{type(error).__name__}: {error}"
+    report.llm_calls += len(trace.llm_calls)  # a cached call keeps the seconds it took: the method's cost
+    report.cached_calls += sum(call.cached for call in trace.llm_calls)
+    report.llm_seconds += sum(call.seconds for call in trace.llm_calls)
+    if problem is not None or result is None:
+        reason = str(problem)[:REASON_CHARS]
+        report.failed[_kind(reason)] += 1
+        failed[passage.id] = {"reason": reason}
+        return replace(passage, metadata={ORIGINAL_LANG: passage.lang, SOURCE_DIGEST: source_digest(passage),
+                                          TRANSLATOR: translator.name, UNTRANSLATED: True})
+    failed.pop(passage.id, None)
+    report.translated += 1
+    return replace(passage, text=result.texts[lang], lang=lang, lang_confidence=None,
+                   metadata={ORIGINAL_LANG: passage.lang, SOURCE_DIGEST: source_digest(passage),
+                             TRANSLATOR: translator.name})
+
+
+def _kind(reason: str) -> str:
+    """A failure's kind, for counting: its message without the model's name and numbers."""
+    return re.sub(r"\d+", "N", reason.rsplit(": ", 1)[-1])
+
+
+def _record(kb: KnowledgeBase, copies: Collection, report: PivotCopiesReport, failed: dict[str, Any],
+            started: float) -> None:
+    copies.optimize()
+    report.copies, report.seconds = copies.count(), time.perf_counter() - started
+    copies.write_manifest({**copies.read_manifest(), "passages": report.copies, "failed": failed})
+    record = PivotCopiesRecord(lang=report.lang, translator=report.translator, copies=report.copies,
+                               failed=len(failed), updated_at=manifests.now())
+    kb.write_manifest(kb.manifest.model_copy(update={"pivot_copies": record}))

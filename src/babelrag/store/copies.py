@@ -1,0 +1,21 @@
+"""What a pivot copy (ingest/pivot_copies.py) records about the passage it translates, so that whoever
+reads copies — the ingest run that refreshes them, the search that serves them — agrees on which are current."""
+from __future__ import annotations
+
+from babelrag.json_store import digest
+from babelrag.types import Passage
+
+SOURCE_DIGEST = "source_digest"  # copy metadata: digest of the original it was made from
+ORIGINAL_LANG = "original_lang"  # copy metadata: the original passage's language
+UNTRANSLATED = "untranslated"  # copy metadata: its translation failed; the original stands in for itself
+TRANSLATOR = "translator"  # copy metadata: the translator that made it (another one makes the copies again)
+
+
+def source_digest(passage: Passage) -> str:
+    """What a copy must have been made from to stand for ``passage`` (its text and language)."""
+    return digest({"text": passage.text, "lang": passage.lang})
+
+
+def is_current(copy: Passage, original: Passage | None) -> bool:
+    """The copy still translates ``original`` (which exists and is unchanged since)."""
+    return original is not None and copy.metadata.get(SOURCE_DIGEST) == source_digest(original)

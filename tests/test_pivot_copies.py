@@ -1,0 +1,163 @@
+"""Pivot copies made at ingest: made once, refreshed when their original changes, never served stale, searched
+as an extra path that returns the original passages, gone with the passages they copy.
+
+The translator is handed in (as every model is): a fixed table of real translations, so these tests check
+our bookkeeping and search, not a model's quality (benchmarks/pivot_copies.py measures that with the LLM).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from babelrag.config import preset_config
+from babelrag.errors import ConfigError
+from babelrag.ingest.pivot_copies import make_pivot_copies
+from babelrag.ingest.pipeline import index_sources
+from babelrag.kb import KnowledgeBase, drop_kb
+from babelrag.models.llm_types import LLMError
+from babelrag.models.translate import Translation
+from babelrag.retrieve.fusion import fuse
+from babelrag.retrieve.pipeline import Searcher
+from babelrag.store.base import open_store
+from babelrag.types import Hit, Passage, Question, Ranking
+
+ROWS = [
+    {"id": "sv1", "doc_id": "malmo", "lang": "sv", "text": "Malmö är Sveriges tredje största stad och ligger i Skåne. "
+     "Staden är känd för Öresundsbron som förbinder Sverige med Danmark."},
+    {"id": "pl1", "doc_id": "krakow", "lang": "pl", "text": "Kraków jest drugim co do wielkości miastem w Polsce. "
+     "Wawel był siedzibą królów polskich przez wieki."},
+    {"id": "en1", "doc_id": "oslo", "lang": "en", "text": "Oslo is the capital of Norway and its most populous city, "
+     "located at the end of the Oslofjord."},
+    {"id": "de1", "doc_id": "bremen", "lang": "de", "text": "Bremen ist eine Hansestadt im Nordwesten Deutschlands "
+     "an der Weser. Die Bremer Stadtmusikanten sind ein bekanntes Märchen."},
+]
+ENGLISH = {
+    ROWS[0]["text"]: "Malmö is Sweden's third largest city and lies in Scania. The city is known for the Öresund "
+                     "Bridge, which connects Sweden with Denmark.",
+    ROWS[1]["text"]: "Kraków is the second largest city in Poland. Wawel was the seat of the Polish kings for centuries.",
+}
+BRIDGE = Question("Which bridge connects Sweden and Denmark?", lang="en")
+WITH_COPIES = {"extra_paths": ["pivot_copies"]}
+
+
+class TableTranslator:
+    """Translates the texts it knows; any other text fails as a checked translation would (de here)."""
+
+    def __init__(self, table: dict[str, str], error: bool = False, name: str = "table"):
+        self.table, self.error, self.calls, self.name = table, error, 0, name
+
+    def translate_targets(self, text: str, src: str, targets: Sequence[str]) -> dict[str, Translation]:
+        self.calls += 1
+        if self.error:
+            raise LLMError("endpoint unreachable")
+        return {t: Translation(self.table[text]) if text in self.table else Translation("", problem="came back in "
+                                                                                            "another language")
+                for t in targets}
+
+
+def build(tmp_path: Path, rows: list[dict] = ROWS, name: str = "cities") -> str:
+    source = tmp_path / f"{name}-{len(list(tmp_path.glob('*.jsonl')))}.jsonl"
+    source.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows), encoding="utf-8")
+    store = str(tmp_path / "store")
+    index_sources(name, [str(source)], store)
+    return store
+
+
+def test_copies_are_made_once_and_only_what_changed_is_translated_again(tmp_path: Path) -> None:
+    store = build(tmp_path)
+    translator = TableTranslator(ENGLISH)
+    with KnowledgeBase.open("cities", store) as kb:
+        first = make_pivot_copies(kb, translator)
+        assert (first.translated, first.as_is, first.reused, dict(first.failed), first.copies) == (
+            2, 1, 0, {"came back in another language": 1}, 4)
+        record = kb.manifest.pivot_copies
+        assert (record.lang, record.copies, record.failed) == ("en", 4, 1)
+        stored = kb.pivot_copies().fetch(["en1", "de1"])
+        assert stored["en1"].passage.text == ROWS[2]["text"]  # in the pivot already: its own copy
+        assert (stored["de1"].passage.text, stored["de1"].passage.lang) == (ROWS[3]["text"], "de")  # failed: stands in
+        copy = kb.pivot_copies().fetch(["sv1"])["sv1"].passage
+        assert (copy.lang, copy.text, copy.doc_id, copy.metadata["original_lang"]) == ("en", ENGLISH[ROWS[0]["text"]],
+                                                                                    "malmo", "sv")
+        calls = translator.calls
+        again = make_pivot_copies(kb, translator)
+    assert (again.translated, again.reused, again.skipped_failed, translator.calls) == (0, 3, 1, calls)
+    changed = {**ROWS[0], "text": "Malmö ligger vid Öresund."}
+    build(tmp_path, [changed])
+    translator.table[changed["text"]] = "Malmö lies on the Öresund."
+    with KnowledgeBase.open("cities", store) as kb:
+        refreshed = make_pivot_copies(kb, translator, retry_failed=True)
+        assert (refreshed.translated, refreshed.reused, refreshed.removed) == (1, 2, 2)  # sv1 changed, de1 retried
+        assert sum(refreshed.failed.values()) == 1  # de tried again (--retry-failed), fails again
+        assert kb.pivot_copies().fetch(["sv1"])["sv1"].passage.text == "Malmö lies on the Öresund."
+        other = make_pivot_copies(kb, TableTranslator(translator.table, name="a better one"))
+    assert (other.translated, other.reused, other.skipped_failed) == (2, 1, 0)  # another translator: made again
+    assert sum(other.failed.values()) == 1
+
+
+def test_a_model_failure_is_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
+    store = build(tmp_path)
+    with KnowledgeBase.open("cities", store) as kb:
+        report = make_pivot_copies(kb, TableTranslator(ENGLISH, error=True))
+        failed = kb.pivot_copies().read_manifest()["failed"]
+    assert report.translated == 0 and sum(report.failed.values()) == 3 and report.copies == 4
+    assert set(failed) == {"sv1", "pl1", "de1"} and "endpoint unreachable" in failed["sv1"]["reason"]
+
+
+def test_the_copy_path_finds_a_page_in_another_language_and_returns_the_original(tmp_path: Path) -> None:
+    store = build(tmp_path)
+    with KnowledgeBase.open("cities", store) as kb:
+        make_pivot_copies(kb, TableTranslator(ENGLISH))
+        result = Searcher(kb, preset_config("default", WITH_COPIES)).search(BRIDGE)
+    top = result.evidence.hits[0]
+    assert top.passage.doc_id == "malmo" and top.path.startswith("pivot_copies")
+    assert (top.passage.lang, top.passage.text) == ("sv", ROWS[0]["text"])  # the original, not the copy
+    originals = next(s for s in result.trace.steps if s.stage == "originals")
+    assert originals.data["stale"] == 0 and originals.data["passed"] == 4
+
+
+def test_a_copy_whose_original_changed_is_never_served(tmp_path: Path) -> None:
+    store = build(tmp_path)
+    with KnowledgeBase.open("cities", store) as kb:
+        make_pivot_copies(kb, TableTranslator(ENGLISH))
+    build(tmp_path, [{**ROWS[0], "text": "Malmö har många parker och en lång strand."}])  # copies not made again
+    with KnowledgeBase.open("cities", store) as kb:
+        result = Searcher(kb, preset_config("default", WITH_COPIES)).search(BRIDGE)
+    originals = next(s for s in result.trace.steps if s.stage == "originals")
+    assert originals.data["stale"] == 1
+    assert all(not (h.passage.id == "sv1" and h.path.startswith("pivot_copies")) for h in result.evidence.hits)
+
+
+def test_a_language_restriction_applies_to_the_originals(tmp_path: Path) -> None:
+    store = build(tmp_path)
+    with KnowledgeBase.open("cities", store) as kb:
+        make_pivot_copies(kb, TableTranslator(ENGLISH))
+        result = Searcher(kb, preset_config("default", {**WITH_COPIES, "langs": ["pl"]})).search(BRIDGE)
+    assert [h.passage.lang for h in result.evidence.hits] == ["pl"]
+
+
+def test_searching_copies_a_kb_does_not_have_is_a_named_configuration_error(tmp_path: Path) -> None:
+    store = build(tmp_path)
+    with KnowledgeBase.open("cities", store) as kb, pytest.raises(ConfigError, match="babelrag pivot-copies --kb cities"):
+        Searcher(kb, preset_config("default", WITH_COPIES)).search(BRIDGE)
+
+
+def test_copies_go_with_the_passages_they_copy(tmp_path: Path) -> None:
+    store = build(tmp_path)
+    with KnowledgeBase.open("cities", store) as kb:
+        make_pivot_copies(kb, TableTranslator(ENGLISH))
+        kb.delete(ids=["sv1"])
+        assert set(p.id for p in kb.pivot_copies().scroll()) == {"pl1", "en1", "de1"}
+        assert kb.manifest.pivot_copies.copies == 3
+    drop_kb(store, "cities")
+    assert not open_store(store).exists("_pivot.cities") and "cities" not in open_store(store).list()
+
+
+def test_max_merge_credits_the_path_that_gave_a_passage_its_score() -> None:
+    passage = Passage("p", "text", "page", "sv")
+    first = Ranking("a", "learned", (Hit(passage, 0.2, "as_written/dense"),))
+    second = Ranking("b", "learned", (Hit(passage, 0.9, "pivot_copies/bm25"),))
+    merged = fuse([first, second], "max", "merged")
+    assert (merged.hits[0].score, merged.hits[0].path) == (0.9, "pivot_copies/bm25")
