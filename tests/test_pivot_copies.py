@@ -14,8 +14,8 @@ import pytest
 
 from babelrag.config import preset_config
 from babelrag.errors import ConfigError
-from babelrag.ingest.pivot_copies import make_pivot_copies
-from babelrag.ingest.pipeline import index_sources
+from babelrag.ingest.pivot_copies import TranslatorFailing, make_pivot_copies
+from babelrag.ingest.pipeline import IngestOptions, index_sources
 from babelrag.kb import KnowledgeBase, drop_kb
 from babelrag.models.llm_types import LLMError
 from babelrag.models.translate import Translation
@@ -89,7 +89,7 @@ def test_copies_are_made_once_and_only_what_changed_is_translated_again(tmp_path
     translator.table[changed["text"]] = "Malmö lies on the Öresund."
     with KnowledgeBase.open("cities", store) as kb:
         refreshed = make_pivot_copies(kb, translator, retry_failed=True)
-        assert (refreshed.translated, refreshed.reused, refreshed.removed) == (1, 2, 2)  # sv1 changed, de1 retried
+        assert (refreshed.translated, refreshed.reused, refreshed.removed) == (1, 2, 1)  # sv1 changed (de1 retried)
         assert sum(refreshed.failed.values()) == 1  # de tried again (--retry-failed), fails again
         assert kb.pivot_copies().fetch(["sv1"])["sv1"].passage.text == "Malmö lies on the Öresund."
         other = make_pivot_copies(kb, TableTranslator(translator.table, name="a better one"))
@@ -101,9 +101,21 @@ def test_a_model_failure_is_recorded_and_the_run_goes_on(tmp_path: Path) -> None
     store = build(tmp_path)
     with KnowledgeBase.open("cities", store) as kb:
         report = make_pivot_copies(kb, TableTranslator(ENGLISH, error=True))
-        failed = kb.pivot_copies().read_manifest()["failed"]
-    assert report.translated == 0 and sum(report.failed.values()) == 3 and report.copies == 4
-    assert set(failed) == {"sv1", "pl1", "de1"} and "endpoint unreachable" in failed["sv1"]["reason"]
+        stand_ins = {p.id: p for p in kb.pivot_copies().scroll() if p.metadata.get("untranslated")}
+        assert kb.manifest.pivot_copies.failed == 3
+    assert report.translated == 0 and dict(report.failed) == {"endpoint unreachable": 3} and report.copies == 4
+    assert set(stand_ins) == {"sv1", "pl1", "de1"} and stand_ins["sv1"].text == ROWS[0]["text"]
+    assert "endpoint unreachable" in stand_ins["sv1"].metadata["reason"]
+
+
+def test_a_translator_failing_again_and_again_stops_the_run_and_keeps_what_it_made(tmp_path: Path) -> None:
+    rows = [{"id": f"de{n}", "doc_id": f"d{n}", "lang": "de", "text": f"Absatz Nummer {n} über die Stadt Bremen."}
+            for n in range(14)]
+    store = build(tmp_path, rows)
+    with KnowledgeBase.open("cities", store) as kb:
+        with pytest.raises(TranslatorFailing, match="10 translations in a row failed without an answer"):
+            make_pivot_copies(kb, TableTranslator({}, error=True), batch_size=4)
+        assert kb.pivot_copies().count() == 10 and kb.manifest.pivot_copies.failed == 10  # stored as they came
 
 
 def test_the_copy_path_finds_a_page_in_another_language_and_returns_the_original(tmp_path: Path) -> None:
@@ -136,6 +148,7 @@ def test_a_language_restriction_applies_to_the_originals(tmp_path: Path) -> None
         make_pivot_copies(kb, TableTranslator(ENGLISH))
         result = Searcher(kb, preset_config("default", {**WITH_COPIES, "langs": ["pl"]})).search(BRIDGE)
     assert [h.passage.lang for h in result.evidence.hits] == ["pl"]
+    assert next(s for s in result.trace.steps if s.stage == "originals").data["passed"] == 1  # the copy path's own
 
 
 def test_searching_copies_a_kb_does_not_have_is_a_named_configuration_error(tmp_path: Path) -> None:
@@ -161,3 +174,48 @@ def test_max_merge_credits_the_path_that_gave_a_passage_its_score() -> None:
     second = Ranking("b", "learned", (Hit(passage, 0.9, "pivot_copies/bm25"),))
     merged = fuse([first, second], "max", "merged")
     assert (merged.hits[0].score, merged.hits[0].path) == (0.9, "pivot_copies/bm25")
+
+
+def test_copies_follow_the_kb_they_copy(tmp_path: Path) -> None:
+    """Another pivot language remakes them; a rebuilt KB (or a new one of the same name) has none until made."""
+    store = build(tmp_path)
+    with KnowledgeBase.open("cities", store) as kb:
+        make_pivot_copies(kb, TableTranslator(ENGLISH))
+        german = make_pivot_copies(kb, TableTranslator(ENGLISH), "de")
+        assert kb.manifest.pivot_copies.lang == "de" and german.as_is == 1 and german.reused == 0
+        assert kb.pivot_copies().fetch(["de1"])["de1"].passage.metadata.get("untranslated") is None  # its own copy
+    source = tmp_path / "again.jsonl"
+    source.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in ROWS), encoding="utf-8")
+    index_sources("cities", [str(source)], store, IngestOptions(rebuild=True))
+    with KnowledgeBase.open("cities", store) as kb:
+        assert kb.pivot_copies() is None
+        with pytest.raises(ConfigError, match="has no pivot copies"):
+            Searcher(kb, preset_config("default", WITH_COPIES)).search(BRIDGE)
+        assert make_pivot_copies(kb, TableTranslator(ENGLISH)).translated == 2  # made anew for this KB
+
+
+def test_only_the_changed_chunk_of_a_record_is_translated_again(tmp_path: Path) -> None:
+    first, second = "Malmö är en stad i Skåne vid Öresund. " * 12, "Staden har en stor hamn och många parker. " * 12
+    source = tmp_path / "long.jsonl"
+    source.write_text(json.dumps({"id": "long", "lang": "sv", "text": f"{first}\n\n{second}"}), encoding="utf-8")
+    store = str(tmp_path / "store")
+    index_sources("long", [str(source)], store, IngestOptions(chunk_tokens=200))
+    translator = LengthTranslator()
+    with KnowledgeBase.open("long", store) as kb:
+        assert make_pivot_copies(kb, translator).translated == 2
+    source.write_text(json.dumps({"id": "long", "lang": "sv", "text": f"{first}\n\n{'Staden har en ny hamn och nya torg. ' * 12}"}),
+                      encoding="utf-8")
+    index_sources("long", [str(source)], store)
+    with KnowledgeBase.open("long", store) as kb:
+        again = make_pivot_copies(kb, translator)
+        assert (again.translated, again.reused, again.removed) == (1, 1, 1)
+        assert {p.id for p in kb.pivot_copies().scroll()} == {"long#c0", "long#c1"}
+
+
+class LengthTranslator:
+    """Any text into a placeholder English one of about its length (the chunks' bookkeeping under test)."""
+
+    name = "length"
+
+    def translate_targets(self, text: str, src: str, targets: Sequence[str]) -> dict[str, Translation]:
+        return {t: Translation("words " * max(1, len(text.split()))) for t in targets}

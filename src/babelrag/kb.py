@@ -28,6 +28,7 @@ from babelrag.store import manifest as manifests
 from babelrag.store import journal
 from babelrag.store.manifest import LanguageMix, Manifest
 from babelrag.store.base import Collection, Store, open_store
+from babelrag.store.copies import UNTRANSLATED
 from babelrag.store.schema import GLOBAL, CollectionSpec, Match, Where, pages, spec_of, staging_name
 
 
@@ -92,15 +93,40 @@ class KnowledgeBase:
 
     def pivot_copies(self, create: bool = False) -> Collection | None:
         """The collection of this KB's pivot-language copies (``_pivot.<kb>``, ingest/pivot_copies.py), opened
-        on first use; None when none were made. ``create``: make it (empty, the KB's settings) if missing."""
-        name = staging_name(self.name, "pivot")
+        on first use; None when none were made for this KB as it is (copies of a KB rebuilt since, or of an
+        earlier KB of this name, are not its copies). ``create``: make it (empty, the KB's settings), replacing
+        such leftovers."""
+        name, owner = staging_name(self.name, "pivot"), self._copies_owner()
         with self._memo_lock:
             if self._pivot_copies is None and self.store.exists(name):
-                self._pivot_copies = self.store.open(name)
-            elif self._pivot_copies is None and create:
-                manifest = self.manifest.model_copy(update={"kb": name, "pivot_copies": None}).stored()
+                found = self.store.open(name)
+                if found.read_manifest().get("copies_of") == owner:
+                    self._pivot_copies = found
+                else:
+                    found.close()
+                    if create:
+                        self.store.drop(name)
+            if self._pivot_copies is None and create:
+                manifest = {**self.manifest.model_copy(update={"kb": name, "pivot_copies": None}).stored(),
+                            "copies_of": owner}
                 self._pivot_copies = self.store.create(name, spec_of(manifest), manifest)
             return self._pivot_copies
+
+    def _copies_owner(self) -> dict[str, Any]:
+        manifest = self.manifest
+        return {"created_at": manifest.created_at, "instance": manifest.instance, "embedder": self.embedder.fingerprint()}
+
+    def drop_pivot_copies(self) -> None:
+        """Delete the KB's pivot copies (the KB itself stays)."""
+        name = staging_name(self.name, "pivot")
+        with self._memo_lock:
+            if self._pivot_copies is not None:
+                self._pivot_copies.close()
+                self._pivot_copies = None
+            if self.store.exists(name):
+                self.store.drop(name)
+        if self.manifest.pivot_copies is not None:
+            self.write_manifest(self.manifest.model_copy(update={"pivot_copies": None}))
 
     def identity(self) -> dict[str, Any]:
         """What tells this index's results apart: components, creation, last update, size, and the
@@ -180,17 +206,19 @@ class KnowledgeBase:
             if (copies := self.pivot_copies()) is not None:  # a deleted passage's copy goes with it
                 for where in conditions:
                     copies.delete(where)
-                record = self.manifest.pivot_copies
-                if record is not None:
-                    self.write_manifest(self.manifest.model_copy(update={
-                        "pivot_copies": record.model_copy(update={"copies": copies.count()})}))
+                if (record := self.manifest.pivot_copies) is not None:
+                    stand_ins = sum(bool(p.metadata.get(UNTRANSLATED)) for p in copies.scroll())
+                    self.write_manifest(self.manifest.model_copy(update={"pivot_copies": record.model_copy(
+                        update={"copies": copies.count(), "failed": stand_ins})}))
             if removed:
                 self.refresh_manifest()
         return removed
 
     def close(self) -> None:
-        if self._pivot_copies is not None:
-            self._pivot_copies.close()
+        with self._memo_lock:
+            if self._pivot_copies is not None:
+                self._pivot_copies.close()
+                self._pivot_copies = None
         self.collection.close()
 
     def __enter__(self) -> KnowledgeBase:
@@ -234,7 +262,7 @@ def copy_kb(source: KnowledgeBase, store: Store | str, name: str | None = None, 
     if store.exists(name):
         _drop_unfinished(store, name)
     built = source.manifest
-    manifest = built.model_copy(update={"kb": name, "components": {
+    manifest = built.model_copy(update={"kb": name, "pivot_copies": None, "components": {  # copies are not copied
         **built.components, "engine": manifests.engine_of(store.location)}}).stored()
     collection = store.create(name, spec_of(manifest), manifest, journal.creating())  # refuses one that exists by now
     try:
@@ -274,7 +302,7 @@ def drop_kb(store: Store | str | None, name: str) -> None:
     """Delete the KB ``name`` and everything kept beside it (its pivot copies)."""
     store = resolve_store(store)
     companion = staging_name(name, "pivot")
-    if store.exists(name) and store.exists(companion):
+    if store.exists(companion):
         store.drop(companion)
     store.drop(name)
 

@@ -75,6 +75,7 @@ def pivot_copies(
     translator: Annotated[Optional[str], typer.Option(
         help="Translator: llm (the --llm model) or mt:PATH (a seq2seq model from a local folder).")] = None,
     retry_failed: Annotated[bool, typer.Option(help="Try again the passages whose translation failed before.")] = False,
+    drop: Annotated[bool, typer.Option("--drop", help="Delete the KB's pivot copies instead.")] = False,
 ) -> None:
     """Translate every passage not in the pivot language once and keep the copies beside the KB; searched by
     the pivot_copies path (`--set extra_paths=pivot_copies`). Running again translates only new or changed passages."""
@@ -86,6 +87,10 @@ def pivot_copies(
     chosen = {"llm": llm, "translator": translator}
     config = preset_config("default", {key: value for key, value in chosen.items() if value is not None})
     with KnowledgeBase.open(kb, store) as handle:
+        if drop:
+            handle.drop_pivot_copies()
+            err.print(f"[green]deleted[/] the pivot copies of '{kb}'")
+            return
         report = make_pivot_copies(handle, Models(config).translator, lang, retry_failed=retry_failed)
     err.print(f"[green]pivot copies[/] of '{kb}': {escape(report.summary())}")
 

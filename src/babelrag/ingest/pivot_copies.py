@@ -23,10 +23,10 @@ import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from babelrag import deadline
 from babelrag.codes import language_code
+from babelrag.errors import BabelragError
 from babelrag.kb import KnowledgeBase
 from babelrag.lang import analyzers
 from babelrag.models.llm_types import LLMError
@@ -35,12 +35,20 @@ from babelrag.progress import progress
 from babelrag.retrieve import bm25
 from babelrag.store import manifest as manifests
 from babelrag.store.base import Collection
-from babelrag.store.copies import ORIGINAL_LANG, SOURCE_DIGEST, TRANSLATOR, UNTRANSLATED, is_current, source_digest
+from babelrag.store.copies import (
+    ORIGINAL_LANG, REASON, SOURCE_DIGEST, TRANSLATOR, UNTRANSLATED, is_current, source_digest,
+)
 from babelrag.store.manifest import PivotCopiesRecord
 from babelrag.store.schema import Match, StoredPoint, Where, point_id
 from babelrag.types import Passage, Trace
 
-REASON_CHARS = 200  # of a failure's reason kept per passage
+REASON_CHARS = 200  # of a failure's reason kept on its stand-in
+FAILURES_IN_A_ROW = 10  # translations in a row that got no answer at all (an endpoint down): the run stops
+_URL = re.compile(r"\w+://\S+")  # a reason never keeps an endpoint's address
+
+
+class TranslatorFailing(BabelragError):
+    """The translator gave no answer too many times in a row (an endpoint down or refusing every request)."""
 
 
 @dataclass
@@ -80,27 +88,34 @@ def make_pivot_copies(kb: KnowledgeBase, translator: Translator, lang: str = "en
     """Translate every passage of ``kb`` not in ``lang`` that has no current copy, and store the copies. A
     passage in ``lang`` is stored as it is; one whose translation fails is stored untranslated as its own
     stand-in (its page stays findable on the copies' path) and tried again only with ``retry_failed`` (a
-    deterministic model fails it the same way). Another translator's copies are made again. Copies written
-    before an interruption stay: running again resumes."""
+    deterministic model fails it the same way). Another translator's copies are made again, over the old
+    ones; copies for another pivot language are dropped first. The KB is locked for writes only while its
+    passages are read and while each batch is stored: a passage changed meanwhile has a stale copy, never
+    served and made again next run. Copies written before an interruption stay: running again resumes.
+    ``TranslatorFailing`` stops a run whose translator gives no answer ``FAILURES_IN_A_ROW`` times in a row
+    (a refused translation is an answer: a model that fails one language's passages does not stop the run)."""
     lang = language_code(lang, "lang")
     started = time.perf_counter()
     report = PivotCopiesReport(kb.name, lang, translator.name)
     with kb.collection.writing():
+        if (record := kb.manifest.pivot_copies) is not None and record.lang != lang:
+            kb.drop_pivot_copies()
         copies = kb.pivot_copies(create=True)
         assert copies is not None
         originals = {p.id: p for p in kb.collection.scroll()}
         current = {p.id: p for p in copies.scroll()}
-        kept = {pid for pid, copy in current.items()
-                if _still_good(copy, originals.get(pid), lang, translator.name, retry_failed)}
-        report.removed = _remove_stale(copies, current, kept)
-        failed = {pid: why for pid, why in (copies.read_manifest().get("failed") or {}).items()
-                  if pid in kept and current[pid].metadata.get(UNTRANSLATED)}
-        report.reused, report.skipped_failed = len(kept) - len(failed), len(failed)
-        try:
-            _translate_all(kb, copies, [p for pid, p in originals.items() if pid not in kept], translator, lang,
-                           batch_size, report, failed)
-        finally:  # what was done stays recorded, an interrupted run too
-            _record(kb, copies, report, failed, started)
+        report.removed = _remove_stale(copies, current, {pid for pid, copy in current.items()
+                                                          if is_current(copy, originals.get(pid))})
+    kept = {pid for pid, copy in current.items()
+            if _still_good(copy, originals.get(pid), lang, translator.name, retry_failed)}
+    report.skipped_failed = sum(bool(current[pid].metadata.get(UNTRANSLATED)) for pid in kept)
+    report.reused = len(kept) - report.skipped_failed
+    try:
+        _translate_all(kb, copies, [p for pid, p in originals.items() if pid not in kept], translator, lang,
+                       batch_size, report)
+    finally:  # what was done stays recorded, an interrupted run too
+        with kb.collection.writing():
+            _record(kb, copies, report, started)
     return report
 
 
@@ -114,42 +129,55 @@ def _still_good(copy: Passage, original: Passage | None, lang: str, translator: 
     return copy.metadata.get(TRANSLATOR) == translator and not (retry_failed and copy.metadata.get(UNTRANSLATED))
 
 
-def _remove_stale(copies: Collection, current: dict[str, Passage], kept: set[str]) -> int:
-    """Delete the copies not ``kept`` (original gone or changed), a record's copies at a time."""
-    stale_records = {p.record_id for pid, p in current.items() if pid not in kept}
-    records = sorted(stale_records)
+def _remove_stale(copies: Collection, current: dict[str, Passage], valid: set[str]) -> int:
+    """Delete the copies whose original is gone or changed, a record's copies at a time (the others stay
+    until a new copy replaces them: an interrupted run leaves no page without one)."""
+    records = sorted({p.record_id for pid, p in current.items() if pid not in valid})
     for start in range(0, len(records), 256):
         group = set(records[start:start + 256])
-        keep = tuple(point_id(pid) for pid in kept if current[pid].record_id in group)
+        keep = tuple(point_id(pid) for pid in valid if current[pid].record_id in group)
         copies.delete(Where(must=(Match("record_id", tuple(sorted(group))),), must_not_ids=keep))
-    return len(current) - len(kept)
+    return len(current) - len(valid)
 
 
 def _translate_all(kb: KnowledgeBase, copies: Collection, todo: list[Passage], translator: Translator, lang: str,
-                   batch_size: int, report: PivotCopiesReport, failed: dict[str, Any]) -> None:
+                   batch_size: int, report: PivotCopiesReport) -> None:
     avgdl = kb.manifest.bm25.avgdl
+    in_a_row = 0
     with progress(f"pivot copies of {kb.name} ({lang})", len(todo), "passages") as advance:
         for start in range(0, len(todo), batch_size):
             made: list[Passage] = []
             for passage in todo[start:start + batch_size]:
                 deadline.check("translating passages")
-                made.append(_translated(passage, translator, lang, report, failed))
+                copy, answered = _translated(passage, translator, lang, report)
+                made.append(copy)
+                in_a_row = 0 if answered else in_a_row + 1
                 advance(1)
+                if in_a_row >= FAILURES_IN_A_ROW:
+                    break
             if made:  # copies in the pivot language are analysed as such, stand-ins in their own
                 vectors = kb.embedder.embed([p.text for p in made], "passage")
-                copies.upsert([StoredPoint(p, vectors[i], bm25.document_vector(analyzers.tokens(p.text, p.lang), avgdl))
-                               for i, p in enumerate(made)])
+                with kb.collection.writing():
+                    copies.upsert([StoredPoint(p, vectors[i], bm25.document_vector(analyzers.tokens(p.text, p.lang),
+                                                                                   avgdl))
+                                   for i, p in enumerate(made)])
+            if in_a_row >= FAILURES_IN_A_ROW:
+                raise TranslatorFailing(f"pivot-copies: {in_a_row} translations in a row failed without an answer (the last: "
+                                        f"{_kind(str(made[-1].metadata.get(REASON)))}); stopped, the copies made so "
+                                        f"far are kept: check the translator, then run again with --retry-failed")
 
 
-def _translated(passage: Passage, translator: Translator, lang: str, report: PivotCopiesReport,
-                failed: dict[str, Any]) -> Passage:
-    """The passage's copy. A passage already in the pivot language is its own copy: the copies then hold every
+def _translated(passage: Passage, translator: Translator, lang: str,
+                report: PivotCopiesReport) -> tuple[Passage, bool]:
+    """The passage's copy, and whether the translator answered (a translation checked and refused is an answer;
+    an endpoint that never replied is not). A passage already in the pivot language is its own copy: the copies then hold every
     page, and a page written in the pivot language competes there on the same terms as the translated ones. A
-    failed translation is recorded with its reason and the passage stands in for itself, untranslated (a model
-    failure never stops the run, and never hides a page from the copies' path)."""
+    failed translation stands in for itself, untranslated, its reason on it (a model failure never stops the
+    run by itself, and never hides a page from the copies' path)."""
+    made_from = {ORIGINAL_LANG: passage.lang, SOURCE_DIGEST: source_digest(passage)}
     if passage.lang == lang:
         report.as_is += 1
-        return replace(passage, metadata={ORIGINAL_LANG: lang, SOURCE_DIGEST: source_digest(passage)})
+        return replace(passage, metadata=made_from), True
     trace = Trace()
     try:
         result = translate_many(translator, passage.text, passage.lang, [lang], trace)
@@ -160,16 +188,13 @@ def _translated(passage: Passage, translator: Translator, lang: str, report: Piv
     report.cached_calls += sum(call.cached for call in trace.llm_calls)
     report.llm_seconds += sum(call.seconds for call in trace.llm_calls)
     if problem is not None or result is None:
-        reason = str(problem)[:REASON_CHARS]
+        reason = _URL.sub("<url>", str(problem))[:REASON_CHARS]
         report.failed[_kind(reason)] += 1
-        failed[passage.id] = {"reason": reason}
-        return replace(passage, metadata={ORIGINAL_LANG: passage.lang, SOURCE_DIGEST: source_digest(passage),
-                                          TRANSLATOR: translator.name, UNTRANSLATED: True})
-    failed.pop(passage.id, None)
+        stand_in = {**made_from, TRANSLATOR: translator.name, UNTRANSLATED: True, REASON: reason}
+        return replace(passage, metadata=stand_in), bool(trace.llm_calls)
     report.translated += 1
     return replace(passage, text=result.texts[lang], lang=lang, lang_confidence=None,
-                   metadata={ORIGINAL_LANG: passage.lang, SOURCE_DIGEST: source_digest(passage),
-                             TRANSLATOR: translator.name})
+                   metadata={**made_from, TRANSLATOR: translator.name}), True
 
 
 def _kind(reason: str) -> str:
@@ -177,11 +202,11 @@ def _kind(reason: str) -> str:
     return re.sub(r"\d+", "N", reason.rsplit(": ", 1)[-1])
 
 
-def _record(kb: KnowledgeBase, copies: Collection, report: PivotCopiesReport, failed: dict[str, Any],
-            started: float) -> None:
+def _record(kb: KnowledgeBase, copies: Collection, report: PivotCopiesReport, started: float) -> None:
     copies.optimize()
+    stand_ins = sum(bool(p.metadata.get(UNTRANSLATED)) for p in copies.scroll())
     report.copies, report.seconds = copies.count(), time.perf_counter() - started
-    copies.write_manifest({**copies.read_manifest(), "passages": report.copies, "failed": failed})
+    copies.write_manifest({**copies.read_manifest(), "passages": report.copies})
     record = PivotCopiesRecord(lang=report.lang, translator=report.translator, copies=report.copies,
-                               failed=len(failed), updated_at=manifests.now())
+                               failed=stand_ins, updated_at=manifests.now())
     kb.write_manifest(kb.manifest.model_copy(update={"pivot_copies": record}))

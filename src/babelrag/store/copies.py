@@ -8,12 +8,15 @@ from babelrag.types import Passage
 SOURCE_DIGEST = "source_digest"  # copy metadata: digest of the original it was made from
 ORIGINAL_LANG = "original_lang"  # copy metadata: the original passage's language
 UNTRANSLATED = "untranslated"  # copy metadata: its translation failed; the original stands in for itself
+REASON = "reason"  # copy metadata on a stand-in: why its translation failed (shortened)
 TRANSLATOR = "translator"  # copy metadata: the translator that made it (another one makes the copies again)
 
 
 def source_digest(passage: Passage) -> str:
-    """What a copy must have been made from to stand for ``passage`` (its text and language)."""
-    return digest({"text": passage.text, "lang": passage.lang})
+    """What a copy must have been made from to stand for ``passage``: its text and language, and what filters
+    read (page, country, scope), so a copy never answers for a passage that has moved out of a filter."""
+    return digest({"text": passage.text, "lang": passage.lang, "doc_id": passage.doc_id, "country": passage.country,
+                   "scope": passage.scope})
 
 
 def is_current(copy: Passage, original: Passage | None) -> bool:

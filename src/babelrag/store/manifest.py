@@ -5,6 +5,7 @@ version, degrade silently; a manifest turns that into a refusal naming the diffe
 """
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 from importlib.metadata import version
 from typing import Any
@@ -122,6 +123,7 @@ class Manifest(BaseModel):
     profile: dict[str, Any] | None = None
     relevance: dict[str, Any] | None = None
     pivot_copies: PivotCopiesRecord | None = None
+    instance: str | None = None  # set at creation: tells a KB from an earlier one of the same name (a rebuild)
 
     @classmethod
     def parse(cls, stored: Any, kb: str) -> Manifest:
@@ -141,7 +143,7 @@ class Manifest(BaseModel):
 def new_manifest(kb: str, *, embedder_spec: dict[str, Any], embedder_fingerprint: str, dim: int,
                  engine: str, collection: dict[str, Any], bm25: dict[str, float], chunking: dict[str, Any],
                  detect_languages: list[str], relevance: dict[str, Any]) -> Manifest:
-    return Manifest(kb=kb, babelrag_version=__version__, created_at=now(), updated_at=now(),
+    return Manifest(kb=kb, babelrag_version=__version__, created_at=now(), updated_at=now(), instance=uuid.uuid4().hex,
                     components=components(embedder_fingerprint, engine),
                     embedder=EmbedderRecord(spec=embedder_spec, dim=dim), collection=collection,
                     bm25=Bm25Record.model_validate(bm25), chunking=Chunking.model_validate(chunking),
