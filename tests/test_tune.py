@@ -18,7 +18,7 @@ from babelrag.kb import KnowledgeBase
 from babelrag.relevance.features import FEATURES, feature_matrix
 from babelrag.relevance.model import default_model, fit, question_hash
 from babelrag.retrieve.pipeline import Searcher
-from babelrag.strategies.tuned import CellRule, Profile
+from babelrag.strategies.tuned import OPTIONS, CellRule, Profile, Tuned
 from babelrag.tune.choose import DevRow, choose, shrunk_objectives
 from babelrag.tune.runner import TuneOptions, tune, write_profile
 from babelrag.types import Hit, Passage, Question, SearchRequest
@@ -131,6 +131,21 @@ def test_cells_choose_what_their_shrunk_dev_results_favour_within_the_budget() -
     assert cells["SE|sv"].n_dev == 20 and cells["SE|sv"].source == "cell"
     _, _, no_budget = choose(results, costs, max_llm_calls=0.0, cell_min=10)
     assert {rule.option for rule in no_budget.values()} == {"as_written"}
+
+
+def test_a_rank_fused_option_gets_no_threshold_and_its_searches_none(tuned_kb: str, tmp_path: Path) -> None:
+    plain = rows("as_written", {"SE|sv": (200, 0.5, 0)})
+    fused = rows("copies", {"SE|sv": (200, 0.9, 0)})
+    results = {"as_written": plain, "as_written+pivot_copies": fused}
+    global_rule, _, cells = choose(results, {"as_written": 0.0, "as_written+pivot_copies": 0.0}, 0.0, cell_min=10)
+    assert cells["SE|sv"].option == "as_written+pivot_copies" and cells["SE|sv"].threshold is None
+    assert choose({"as_written": plain}, {"as_written": 0.0}, 0.0, cell_min=10)[2]["SE|sv"].threshold is not None
+    with KnowledgeBase.open("xt", tuned_kb) as kb:
+        profile = profile_for(kb, options=dict(OPTIONS)).model_copy(update={"cells": {"*|de": CellRule(
+            option="as_written+pivot_copies", threshold=0.5)}})
+        write_profile(profile, tmp_path / "xt.yaml")
+        config, why = Tuned(None).resolve(Question("Wer?", lang="de"), kb, preset_config("tuned", {"profile": str(tmp_path)}))
+    assert (config.merge, config.threshold, config.extra_paths) == ("rrf", None, ("pivot_copies",))
 
 
 def test_shrinkage_pulls_small_cells_toward_their_kb() -> None:

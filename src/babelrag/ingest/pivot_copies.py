@@ -53,9 +53,10 @@ class TranslatorFailing(BabelragError):
 
 @dataclass
 class PivotCopiesReport:
-    """One run: copies made now, reused (their original unchanged), removed (original gone or changed, or
-    made by another translator), failed translations by reason (their passages stand in untranslated), and what translating cost: model calls (those served from the translation cache
-    too, which keep the seconds they took when made) and model seconds."""
+    """One run: copies made now, reused (their original unchanged), removed (original gone or changed),
+    failed translations by reason (their passages stand in untranslated), and what translating cost: model
+    calls (those served from the translation cache too, which keep the seconds they took when made) and
+    model seconds."""
 
     kb: str
     lang: str
@@ -162,18 +163,19 @@ def _translate_all(kb: KnowledgeBase, copies: Collection, todo: list[Passage], t
                                                                                    avgdl))
                                    for i, p in enumerate(made)])
             if in_a_row >= FAILURES_IN_A_ROW:
-                raise TranslatorFailing(f"pivot-copies: {in_a_row} translations in a row failed without an answer (the last: "
-                                        f"{_kind(str(made[-1].metadata.get(REASON)))}); stopped, the copies made so "
-                                        f"far are kept: check the translator, then run again with --retry-failed")
+                last = _kind(str(made[-1].metadata.get(REASON)))
+                raise TranslatorFailing(f"pivot-copies: {in_a_row} translations in a row failed without an answer "
+                                        f"(the last: {last}); stopped, the copies made so far are kept: check the "
+                                        f"translator, then run again with --retry-failed")
 
 
 def _translated(passage: Passage, translator: Translator, lang: str,
                 report: PivotCopiesReport) -> tuple[Passage, bool]:
-    """The passage's copy, and whether the translator answered (a translation checked and refused is an answer;
-    an endpoint that never replied is not). A passage already in the pivot language is its own copy: the copies then hold every
-    page, and a page written in the pivot language competes there on the same terms as the translated ones. A
-    failed translation stands in for itself, untranslated, its reason on it (a model failure never stops the
-    run by itself, and never hides a page from the copies' path)."""
+    """The passage's copy, and whether the translator answered (a translation checked and refused is an
+    answer; an endpoint that never replied is not). A passage already in the pivot language is its own copy:
+    the copies then hold every page, and a page written in the pivot language competes there on the same
+    terms as the translated ones. A failed translation stands in for itself, untranslated, its reason on it
+    (a model failure never stops the run by itself, and never hides a page from the copies' path)."""
     made_from = {ORIGINAL_LANG: passage.lang, SOURCE_DIGEST: source_digest(passage)}
     if passage.lang == lang:
         report.as_is += 1

@@ -34,9 +34,10 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "as_written+hyde": {"strategy": "as_written", "extra_paths": ["hyde"]},
     "kb_languages": {"strategy": "kb_languages", "extra_paths": []},
     "delta": {"strategy": "delta", "extra_paths": []},
-    # over the pivot copies made at ingest (`babelrag pivot-copies`): offered only on a KB that has them
+    # over the pivot copies made at ingest (`babelrag pivot-copies`): offered only on a KB that has them; beside
+    # the question they are rank-fused (their calibrated scores sit below the question's own path's), so no τ
     "pivot_copies": {"strategy": "pivot_copies", "extra_paths": []},
-    "as_written+pivot_copies": {"strategy": "as_written", "extra_paths": ["pivot_copies"]},
+    "as_written+pivot_copies": {"strategy": "as_written", "extra_paths": ["pivot_copies"], "merge": "rrf"},
 }
 
 
@@ -144,7 +145,9 @@ class Tuned:
             raise ConfigError(f"profile: rule {key} names option '{rule.option}', which the profile does not define")
         values = config.model_dump(mode="json")
         values.update(profile.options[rule.option])
-        if config.threshold is None:  # a threshold the user set stands
+        if values.get("merge") == "rrf":  # RRF totals have no fixed meaning: no threshold
+            values["threshold"] = None
+        elif config.threshold is None:  # a threshold the user set stands
             values["threshold"] = rule.threshold
         cell = f"{question.country if config.country_filter and question.country else ANY}|{question.lang}"
         values["kb_targets"] = profile.targets.get(cell, [])

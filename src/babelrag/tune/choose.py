@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from babelrag.evaluate.calibrate import calibrate_threshold, written
-from babelrag.strategies.tuned import ANY, CellRule
+from babelrag.strategies.tuned import ANY, OPTIONS, CellRule
 
 GLOBAL = "global"
 
@@ -117,8 +117,11 @@ def choose(results: Mapping[str, Sequence[DevRow]], costs: Mapping[str, float], 
 
     def rule(scope: str, option: str, source: str, n: int, parent_tau: float | None) -> CellRule:
         members = [r for r in results[option] if scope == GLOBAL or r.kb == scope or r.cell == scope]
-        tau = _tau(members, budget, k)
-        tau = _inherited(members, parent_tau, k) if tau is None else tau
+        if OPTIONS.get(option, {}).get("merge") == "rrf":  # rank-fused: its totals have no fixed meaning, no τ
+            tau = None
+        else:
+            tau = _tau(members, budget, k)
+            tau = _inherited(members, parent_tau, k) if tau is None else tau
         return CellRule(option=option, threshold=tau, source=source, n_dev=n,
                         measured={o: round(shrunk[o].get(scope, float("nan")), 4) for o in allowed})
 
