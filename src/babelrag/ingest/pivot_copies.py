@@ -200,8 +200,9 @@ def _translated(passage: Passage, translator: Translator, lang: str,
 
 
 def _kind(reason: str) -> str:
-    """A failure's kind, for counting: its message without the model's name and numbers."""
-    return re.sub(r"\d+", "N", reason.rsplit(": ", 1)[-1])
+    """A failure's kind, for counting: its message without the model's name, numbers or quoted output."""
+    kind = re.split(r"[\"(\[{]", reason.rsplit(": ", 1)[-1])[0].strip(" ,.;")
+    return re.sub(r"\d+", "N", kind) or "unusable answer"
 
 
 def _record(kb: KnowledgeBase, copies: Collection, report: PivotCopiesReport, started: float) -> None:
