@@ -146,6 +146,7 @@ def test_a_rank_fused_option_gets_no_threshold_and_its_searches_none(tuned_kb: s
         write_profile(profile, tmp_path / "xt.yaml")
         config, why = Tuned(None).resolve(Question("Wer?", lang="de"), kb, preset_config("tuned", {"profile": str(tmp_path)}))
     assert (config.merge, config.threshold, config.extra_paths) == ("rrf", None, ("pivot_copies",))
+    assert why["option"] == "as_written+pivot_copies"
 
 
 def test_shrinkage_pulls_small_cells_toward_their_kb() -> None:
