@@ -11,7 +11,8 @@ from babelrag.evaluate.metrics import reciprocal_rank
 from babelrag.ingest.pipeline import index_sources
 from babelrag.kb import KnowledgeBase
 from babelrag.retrieve.pipeline import Searcher
-from babelrag.types import Question
+from babelrag.retrieve.search import retrieve
+from babelrag.types import Question, SearchRequest, Trace
 
 from conftest import XQUAD_LANGS
 
@@ -58,6 +59,23 @@ def test_gold_page_across_languages(kb: KnowledgeBase, small_xquad: list[Path], 
     other = "de" if lang == "en" else "en"
     recall_1, mrr = rank_scores(kb, preset, questions(small_xquad, lang), lang, [other])
     assert recall_1 >= 0.7 and mrr >= 0.8, f"{preset}/{lang}→{other}: R@1 {recall_1:.3f}, MRR {mrr:.3f}"
+
+
+@pytest.mark.parametrize("rerank_text", [None, "Wer gewann den Super Bowl 50?"])
+def test_rescoring_gives_every_candidate_its_cosine_to_the_text_it_is_rescored_against(
+        kb: KnowledgeBase, rerank_text: str | None) -> None:
+    """Keyword-only hits and, for a path re-scored against another text, every hit get the engine's cosine
+    to that text: the same number the dense arm gives the passage when it searches with that text."""
+    request = SearchRequest("Broncos Panthers Super Bowl Levi's Stadium", "xq", "de", rerank_text=rerank_text)
+    ranking = retrieve(kb, request, preset_config("hybrid", {"candidates": 10}), Trace(), rescoring=True)
+    everything = retrieve(kb, SearchRequest(rerank_text or request.text, "xq", "de"),
+                          preset_config("vector", {"candidates": 1000}), Trace())
+    expected = {h.passage.id: h.score for h in everything.hits}
+    assert len(expected) == kb.collection.count() and len(ranking.hits) > 10  # both arms' candidates
+    assert any("dense" not in h.signals for h in ranking.hits)  # keyword-only hits are among them
+    for hit in ranking.hits:
+        assert hit.signals["cosine"] == pytest.approx(expected[hit.passage.id], abs=1e-4)
+        assert (hit.terms is not None) == ("bm25" in hit.signals)  # a keyword hit carries its terms
 
 
 def test_repeated_query_terms_weigh_more_in_bm25(tmp_path: Path) -> None:

@@ -93,11 +93,32 @@ def test_lifecycle_and_manifest(store: Store, kb_name: str, collection) -> None:
 def test_dense_arm_is_exact_cosine_order(collection) -> None:
     points = _points()
     query = points[0].dense * 0.6 + points[3].dense * 0.4
-    (results,) = collection.query([ArmQuery(DENSE, dense=query)], None, 10, with_vectors=True)
+    (results,) = collection.query([ArmQuery(DENSE, dense=query)], None, 10)
     expected = sorted(points, key=lambda p: -float(p.dense @ query))
     assert ids(results) == [p.passage.id for p in expected]
     assert math.isclose(results[0].score, float(expected[0].dense @ query), rel_tol=1e-4)
-    assert np.allclose(results[0].vector, expected[0].dense, atol=1e-5)
+    assert results[0].terms is None and results[0].passage == expected[0].passage
+
+
+def test_cosines_are_the_engines_exact_scores_for_just_the_passages_asked(collection) -> None:
+    points = {p.passage.id: p for p in _points()}
+    query = points["pl-en-1"].dense * 0.3 + points["us-en-1"].dense * 0.7
+    asked = ["se-sv-1", "gl-en-1", "pl-pl-1", "no-such-passage"]
+    cosines = collection.cosines(query, asked)
+    assert set(cosines) == {"se-sv-1", "gl-en-1", "pl-pl-1"}
+    for pid, cosine in cosines.items():
+        assert math.isclose(cosine, float(points[pid].dense @ query), rel_tol=1e-4, abs_tol=1e-6)
+    assert collection.cosines(query, []) == {}
+
+
+def test_an_arm_asked_for_terms_returns_each_hits_keyword_terms(collection) -> None:
+    points = {p.passage.id: p for p in _points()}
+    arms = [ArmQuery(SPARSE, sparse=bm25.query_vector(["capital"]), with_terms=True),
+            ArmQuery(DENSE, dense=points["se-sv-1"].dense)]
+    keyword, dense = collection.query(arms, None, 10)
+    assert keyword and all(h.terms == frozenset(points[h.passage.id].sparse.indices) for h in keyword)
+    assert all(h.terms is None for h in dense) and ids(dense)[0] == "se-sv-1"
+    assert all(h.passage == points[h.passage.id].passage for h in [*keyword, *dense])
 
 
 def test_sparse_arm_applies_engine_idf(collection) -> None:

@@ -27,15 +27,13 @@ from conftest import XQUAD_LANGS, ProfessionalTranslations
 
 
 def hit(pid: str, lang: str, dense: float, bm25: float = 0.0, terms: tuple[int, ...] = ()) -> Hit:
-    vector = np.array([dense, np.sqrt(max(0.0, 1 - dense ** 2))], dtype=np.float32)
-    signals = {"bm25": bm25, "bm25_rank": 1.0} if bm25 else {}
-    return Hit(Passage(pid, "text " * 20, pid, lang), 0.0, "p", vector, frozenset(terms), signals)
+    signals = {"cosine": dense, **({"bm25": bm25, "bm25_rank": 1.0} if bm25 else {})}
+    return Hit(Passage(pid, "text " * 20, pid, lang), 0.0, "p", frozenset(terms), signals)
 
 
 def test_features_describe_candidates_relative_to_their_path() -> None:
     hits = [hit("a", "de", 0.9, 12.0, (1, 2)), hit("b", "en", 0.8), hit("c", "de", 0.7, 3.0, (2,))]
-    rows = feature_matrix(hits, SearchRequest("q", "kb", "de", origin="translated"), np.array([1.0, 0.0]),
-                          frozenset({1, 2}))
+    rows = feature_matrix(hits, SearchRequest("q", "kb", "de", origin="translated"), frozenset({1, 2}))
     column = {name: rows[:, i] for i, name in enumerate(FEATURES)}
     assert np.allclose(column["dense"], [0.9, 0.8, 0.7], atol=1e-6)
     assert np.allclose(column["dense_gap"], [0.0, -0.1, -0.2], atol=1e-6)
@@ -51,8 +49,7 @@ def test_features_describe_candidates_relative_to_their_path() -> None:
     assert list(column["length"]) == pytest.approx([np.log1p(100)] * 3) and set(column["generated"]) == {0.0}
     assert list(column["coverage:same_script"]) == [1.0, 0.0, 0.5]
     assert list(column["dense_gap:same_lang"]) == pytest.approx([0.0, 0.0, -0.2], abs=1e-6)
-    arabic = feature_matrix(hits, SearchRequest("q", "kb", "ar", origin="generated"), np.array([1.0, 0.0]),
-                            frozenset({1, 2}))
+    arabic = feature_matrix(hits, SearchRequest("q", "kb", "ar", origin="generated"), frozenset({1, 2}))
     assert list(arabic[:, FEATURES.index("same_script")]) == [0, 0, 0]
     assert set(arabic[:, FEATURES.index("generated")]) == {1.0}
 
@@ -386,7 +383,7 @@ def test_a_same_language_distractor_does_not_beat_a_clearly_closer_cross_lingual
     from babelrag.relevance.learned import LearnedReranker
 
     def ranked(hits: list[Hit], lang: str) -> list[str]:
-        reranker = LearnedReranker(default_model(), lambda text: np.array([1.0, 0.0]))
+        reranker = LearnedReranker(default_model())
         scores = reranker.score("wie viele Punkte", hits, SearchRequest("q", "kb", lang))
         return [hits[i].passage.id for i in np.argsort(-np.array(scores), kind="stable")]
 
@@ -400,6 +397,6 @@ def test_a_same_language_distractor_does_not_beat_a_clearly_closer_cross_lingual
     assert ranked(native, "de")[:2] in (["gold", "distractor"], ["distractor", "gold"])
     # what the z-score hybrid order did with the first path: the keyword match came first
     z = lambda v: (np.array(v) - np.mean(v)) / np.std(v)  # noqa: E731
-    hybrid = z([h.signals.get("dense", 0) or float(h.vector[0]) for h in cross]) + \
+    hybrid = z([h.signals["cosine"] for h in cross]) + \
         0.5 * z([h.signals.get("bm25", 0.0) for h in cross])
     assert cross[int(np.argmax(hybrid))].passage.id == "distractor"

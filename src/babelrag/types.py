@@ -11,8 +11,6 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-import numpy as np
-
 Scope = Literal["global", "local"]
 GLOBAL = "global"
 
@@ -88,14 +86,13 @@ class SearchRequest:
 
 @dataclass(frozen=True, slots=True)
 class Hit:
-    """A passage with the score the named scorer gave it. ``vector`` (dense) and ``terms`` (the ids of its
-    keyword terms) ride along for re-scoring only; ``signals`` keep what each retrieval arm said about it
-    (``dense``/``bm25`` scores and ``*_rank`` positions) for the learned relevance stage."""
+    """A passage with the score the named scorer gave it. ``terms`` (the ids of its keyword terms) ride along
+    for re-scoring only; ``signals`` keep what each retrieval arm said about it (``dense``/``bm25`` scores and
+    ``*_rank`` positions, and ``cosine``, its cosine to the text its path is re-scored against) for re-scoring."""
 
     passage: Passage
     score: float
     path: str
-    vector: np.ndarray | None = field(default=None, compare=False, repr=False)
     terms: frozenset[int] | None = field(default=None, compare=False, repr=False)
     signals: Mapping[str, float] = field(default_factory=dict, compare=False, repr=False)
 

@@ -28,7 +28,7 @@ QueryVector = Callable[[str], np.ndarray]
 
 class Reranker(Protocol):
     name: str
-    needs_vectors: bool  # candidates must carry their stored vectors (and keyword terms)
+    needs_cosines: bool  # candidates must carry their cosine to the re-scoring text (signal ``cosine``) and terms
 
     def score(self, query: str, hits: Sequence[Hit], request: SearchRequest) -> list[float]:
         """One score per hit against ``query`` (the path's text, or what it is re-scored against);
@@ -37,28 +37,25 @@ class Reranker(Protocol):
 
 
 class DenseReranker:
-    """Cosine between the query and each candidate: the dense arm's own score when the path is scored
-    against its own text, else the stored passage vector, else the passage embedded afresh."""
+    """Cosine between the query and each candidate: the one retrieval computed (signal ``cosine``), else the
+    passage embedded afresh (a text retrieval never saw, as MLRS's translated passages)."""
 
     name = "dense-resort"
-    needs_vectors = True
+    needs_cosines = True
 
     def __init__(self, embedder: Embedder, query_vector: Callable[[str], np.ndarray] | None = None):
         self.embedder = embedder
         self._query_vector = query_vector or (lambda text: embedder.embed([text], "query")[0])
 
     def score(self, query: str, hits: Sequence[Hit], request: SearchRequest | None = None) -> list[float]:
-        if not hits:
-            return []
-        same_text = request is None or request.rerank_text is None
-        scores: list[float | None] = [h.signals.get("dense") if same_text and h.vector is None else None for h in hits]
-        query_vector = self._query_vector(query)
-        missing = [i for i, h in enumerate(hits) if scores[i] is None and h.vector is None]
-        fresh = self.embedder.embed([hits[i].passage.text for i in missing], "passage") if missing else []
-        vectors = {i: fresh[j] for j, i in enumerate(missing)}
-        return [float(score) if score is not None else float((hits[i].vector if i not in vectors else vectors[i])
-                                                             @ query_vector)
-                for i, score in enumerate(scores)]
+        scores: list[float | None] = [h.signals.get("cosine") for h in hits]
+        missing = [i for i, score in enumerate(scores) if score is None]
+        if missing:
+            query_vector = self._query_vector(query)
+            fresh = self.embedder.embed([hits[i].passage.text for i in missing], "passage")
+            for vector, i in zip(fresh, missing):
+                scores[i] = float(vector @ query_vector)
+        return [float(score) for score in scores]
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -69,7 +66,7 @@ class CrossEncoderReranker:
     """A cross-encoder from a local directory: ONNX (``model.onnx`` + ``tokenizer.json``) or
     sentence-transformers/transformers weights. Scores are probabilities in [0, 1]."""
 
-    needs_vectors = False
+    needs_cosines = False
 
     def __init__(self, path: str, max_length: int = 512, batch_size: int = 16):
         self.path = Path(path).expanduser()
@@ -165,7 +162,7 @@ def _dense(embedder: Embedder, query_vector: QueryVector | None, relevance: Rele
 def _learned(embedder: Embedder, query_vector: QueryVector | None, relevance: RelevanceModel | None) -> Reranker:
     if relevance is None:
         raise ConfigError("rerank: learned needs a relevance model (the KB's, or the shipped default)")
-    return LearnedReranker(relevance, query_vector or (lambda text: embedder.embed([text], "query")[0]))
+    return LearnedReranker(relevance)
 
 
 @RERANKERS.register("cross-encoder", argument="PATH", about="cross-encoder:PATH, a local cross-encoder")
@@ -176,6 +173,6 @@ def _cross_encoder(path: str, embedder: Embedder, query_vector: QueryVector | No
 
 def build_reranker(name: str, embedder: Embedder, query_vector: QueryVector | None = None,
                    relevance: RelevanceModel | None = None) -> Reranker | None:
-    """``query_vector`` lets the dense and learned rerankers reuse the vectors retrieval computed;
+    """``query_vector`` lets the dense reranker reuse the query vectors retrieval computed;
     ``relevance`` is the KB's model for ``learned``."""
     return RERANKERS.make(name, embedder, query_vector, relevance)

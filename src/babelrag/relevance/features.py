@@ -3,8 +3,8 @@ already produced, put on scales that mean the same on every path and in every la
 
 Raw cosines and BM25 totals shift with the query's language and length, so next to them each path's
 candidates are also described relative to each other (the gap to the best cosine, z-scores, ranks,
-BM25 over the path's best). Nothing here calls a model: the dense cosine uses the stored passage
-vector, coverage the passage's stored keyword terms.
+BM25 over the path's best). Nothing here calls a model: the dense cosine is the one retrieval computed
+(the engine's, against the path's re-scoring text), coverage reads the passage's stored keyword terms.
 """
 from __future__ import annotations
 
@@ -97,14 +97,15 @@ def _language_bias(dense: np.ndarray, same_lang: np.ndarray) -> float:
 
 
 
-def feature_matrix(hits: Sequence[Hit], request: SearchRequest, query_vector: np.ndarray | None,
-                   query_terms: frozenset[int]) -> np.ndarray:
-    """One row per hit, columns in ``FEATURES`` order."""
+def feature_matrix(hits: Sequence[Hit], request: SearchRequest, query_terms: frozenset[int]) -> np.ndarray:
+    """One row per hit, columns in ``FEATURES`` order. Every hit carries its cosine to the path's re-scoring
+    text (retrieved with ``rescoring``): a missing one is a bug upstream, not a cosine of 0."""
     n = len(hits)
     if n == 0:
         return np.zeros((0, len(FEATURES)))
-    dense = np.array([float(h.vector @ query_vector) if h.vector is not None and query_vector is not None
-                      else h.signals.get("dense", 0.0) for h in hits])
+    if any("cosine" not in h.signals for h in hits):
+        raise ValueError("learned relevance: a candidate without its cosine (retrieve with rescoring)")
+    dense = np.array([h.signals["cosine"] for h in hits])
     bm25 = np.array([h.signals.get("bm25", 0.0) for h in hits])
     bm25_rank = np.array([h.signals.get("bm25_rank", n + 1) for h in hits])  # not returned: past every candidate
     dense_rank = np.empty(n)

@@ -1,16 +1,15 @@
 """``rerank: learned``: each path's candidates re-scored as P(relevant) by the relevance model.
 
-The features come from what retrieval already returned (arm scores and ranks, stored vectors and
-keyword terms), so re-scoring 50 candidates costs one small matrix product. Scores are calibrated
-probabilities: one scale across paths, languages and path kinds (as written, translated, generated).
+The features come from what retrieval already returned (arm scores and ranks, each candidate's cosine to
+the path's text and its keyword terms), so re-scoring 50 candidates costs one small matrix product. Scores
+are calibrated probabilities: one scale across paths, languages and path kinds (as written, translated,
+generated).
 Every path of a question the model was fitted on is scored by the fold model that held that question
 out (``RelevanceModel.for_question``), so figures on training questions are out-of-fold.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
-import numpy as np
+from collections.abc import Sequence
 
 from babelrag.lang.analyzers import term_ids
 from babelrag.relevance.features import feature_matrix
@@ -25,14 +24,14 @@ def query_terms(query: str, request: SearchRequest) -> frozenset[int]:
 
 
 class LearnedReranker:
-    needs_vectors = True
+    needs_cosines = True
 
-    def __init__(self, model: RelevanceModel, query_vector: Callable[[str], np.ndarray]):
-        self.model, self._query_vector = model, query_vector
+    def __init__(self, model: RelevanceModel):
+        self.model = model
         self.name = f"learned:{model.name}"
 
     def score(self, query: str, hits: Sequence[Hit], request: SearchRequest) -> list[float]:
         if not hits:
             return []
-        rows = feature_matrix(hits, request, self._query_vector(query), query_terms(query, request))
+        rows = feature_matrix(hits, request, query_terms(query, request))
         return [float(p) for p in self.model.for_question(request.asked).predict(rows)]

@@ -57,7 +57,7 @@ def fuse(rankings: Sequence[Ranking], method: str, label: str, rrf_k: int = 60,
     for order, ranking in enumerate(rankings):
         for rank, hit in enumerate(ranking.hits, start=1):
             pid = hit.passage.id
-            if pid not in best or (best[pid].vector is None and hit.vector is not None):
+            if pid not in best or (best[pid].terms is None and hit.terms is not None):
                 best[pid] = hit
             best_rank[pid] = min(best_rank.get(pid, (rank, order)), (rank, order))
             if arms:
@@ -78,9 +78,9 @@ def fuse(rankings: Sequence[Ranking], method: str, label: str, rrf_k: int = 60,
                 if w * score > totals.get(pid, -np.inf):
                     totals[pid] = w * score
                     if not arms:  # across paths, a passage's hit is the path that gave it its score
-                        kept = best[pid]
-                        best[pid] = hits[pid] if hits[pid].vector is not None else replace(
-                            hits[pid], vector=kept.vector, terms=kept.terms)
+                        won = hits[pid]
+                        terms = won.terms if won.terms is not None else best[pid].terms
+                        best[pid] = Hit(won.passage, won.score, won.path, terms, won.signals)
         scorer = rankings[0].scorer if same_scale else "max-minmax"
     elif method == "zscore":
         candidates = list(best)
@@ -91,6 +91,8 @@ def fuse(rankings: Sequence[Ranking], method: str, label: str, rrf_k: int = 60,
         raise ValueError(f"unknown fusion method '{method}'")
 
     ordered = sorted(totals, key=lambda pid: (-totals[pid], best_rank[pid]))
+    # built directly, not with dataclasses.replace: this runs for every candidate of every search
     return Ranking(label, scorer, tuple(
-        replace(best[pid], score=totals[pid], signals={**signals[pid], method: totals[pid]} if arms else best[pid].signals)
+        Hit(best[pid].passage, totals[pid], best[pid].path, best[pid].terms,
+            {**signals[pid], method: totals[pid]} if arms else best[pid].signals)
         for pid in ordered))

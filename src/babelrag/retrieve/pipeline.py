@@ -71,8 +71,8 @@ class Searcher:
         self._lock = threading.Lock()
 
     def _path(self, request: SearchRequest, trace: Trace) -> Ranking:
-        needs_vectors = bool(self.reranker and getattr(self.reranker, "needs_vectors", False))
-        ranking = retrieve(self.kb, request, self.config, trace, with_vectors=needs_vectors, cache=self.cache)
+        rescoring = bool(self.reranker and self.reranker.needs_cosines)
+        ranking = retrieve(self.kb, request, self.config, trace, rescoring=rescoring, cache=self.cache)
         if self.reranker is not None:
             ranking = rerank(request, ranking, self.reranker, trace)
         return as_originals(self.kb, request, ranking, trace)
@@ -161,7 +161,7 @@ class Searcher:
                 hits = tuple(h for h in hits if not (h.passage.doc_id in seen or seen.add(h.passage.doc_id)))
             if threshold is not None:
                 hits = tuple(h for h in hits if h.score >= threshold)
-            evidence = Ranking("evidence", merged.scorer, tuple(replace(h, vector=None, terms=None) for h in hits[:config.k]))
+            evidence = Ranking("evidence", merged.scorer, tuple(replace(h, terms=None) for h in hits[:config.k]))
             record.update(candidates=len(merged), above_threshold=len(hits), passed=len(evidence))
         return evidence
 

@@ -27,16 +27,31 @@ TRACE_HITS = 20  # per ranking in the trace; ≥ k, so evidence can be re-cut at
 def _ranking(label: str, arm: str, scored: Sequence[Scored]) -> Ranking:
     """One arm's hits; each keeps the arm's score and 1-based rank as signals."""
     return Ranking(label, "cosine" if arm == DENSE else "bm25",
-                   tuple(Hit(s.passage, s.score, label, s.vector, s.terms, {arm: s.score, f"{arm}_rank": rank})
+                   tuple(Hit(s.passage, s.score, label, s.terms, {arm: s.score, f"{arm}_rank": rank})
                          for rank, s in enumerate(scored, start=1)))
 
 
-def _from_cache(collection: Collection, cached: list[CachedArm], with_vectors: bool) -> list[Ranking]:
-    found = collection.fetch(list(dict.fromkeys(pid for _, _, hits in cached for pid, _ in hits)), with_vectors)
+def _from_cache(collection: Collection, cached: list[CachedArm], with_terms: bool) -> list[Ranking]:
+    found = collection.fetch(list(dict.fromkeys(pid for _, _, hits in cached for pid, _ in hits)), with_terms)
     return [_ranking(label, DENSE if scorer == "cosine" else SPARSE,
-                     [Scored(found[pid].passage, score, found[pid].vector, found[pid].terms)
-                      for pid, score in hits if pid in found])
+                     [Scored(found[pid].passage, score, found[pid].terms) for pid, score in hits if pid in found])
             for label, scorer, hits in cached]
+
+
+def _with_cosines(kb: KnowledgeBase, collection: Collection, request: SearchRequest,
+                  rankings: list[Ranking]) -> list[Ranking]:
+    """Every candidate with its cosine to the text the path is re-scored against (signal ``cosine``): the
+    dense arm's own score when that text is the path's own, else computed by the engine for the candidates
+    that lack it (keyword-only hits; every hit of a path re-scored against another text). A candidate
+    deleted meanwhile drops out."""
+    own = request.rerank_text is None
+    known = {h.passage.id: h.score for r in rankings if own and r.scorer == "cosine" for h in r.hits}
+    missing = [pid for pid in dict.fromkeys(h.passage.id for r in rankings for h in r.hits) if pid not in known]
+    if missing:
+        known.update(collection.cosines(kb.query_vector(request.rerank_text or request.text), missing))
+    return [Ranking(r.label, r.scorer, tuple(
+        Hit(h.passage, h.score, h.path, h.terms, {**h.signals, "cosine": known[h.passage.id]})
+        for h in r.hits if h.passage.id in known)) for r in rankings]
 
 
 def searched(kb: KnowledgeBase, request: SearchRequest) -> Collection:
@@ -51,26 +66,25 @@ def searched(kb: KnowledgeBase, request: SearchRequest) -> Collection:
 
 
 def _arm_queries(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, trace: Trace,
-                 with_vectors: bool) -> list[ArmQuery]:
-    """With vectors for re-scoring: the keyword arm's hits carry theirs (dense and terms); the dense arm's
-    only when the path is re-scored against another text, since otherwise its score is that cosine."""
+                 rescoring: bool) -> list[ArmQuery]:
+    """For re-scoring, the keyword arm's hits carry their keyword terms (query-term coverage)."""
     arms: list[ArmQuery] = []
     with trace.step("analyze", request.label, mode=config.mode) as record:
         if config.mode in ("vector", "hybrid"):
-            arms.append(ArmQuery(DENSE, dense=kb.query_vector(request.text),
-                                 with_vectors=with_vectors and request.rerank_text is not None))
+            arms.append(ArmQuery(DENSE, dense=kb.query_vector(request.text)))
         if config.mode in ("keyword", "hybrid"):
             pieces = request.segments or ((request.text, request.lang),)
             terms = [term for text, lang in pieces for term in analyzers.tokens(text, lang)]
             record["terms"] = terms
             if terms:
-                arms.append(ArmQuery(SPARSE, sparse=bm25.query_vector(terms), with_vectors=with_vectors))
+                arms.append(ArmQuery(SPARSE, sparse=bm25.query_vector(terms), with_terms=rescoring))
     return arms
 
 
 def retrieve(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, trace: Trace,
-             with_vectors: bool = False, cache: RetrievalCache | None = None) -> Ranking:
-    """Candidates for one request: each arm's top ``candidates``, fused when hybrid."""
+             rescoring: bool = False, cache: RetrievalCache | None = None) -> Ranking:
+    """Candidates for one request: each arm's top ``candidates``, fused when hybrid. ``rescoring``: each
+    carries what a re-scorer reads (its cosine to the re-scoring text, keyword terms; ``_with_cosines``)."""
     collection = searched(kb, request)
     # a copy's language is the pivot: a language restriction applies to its original (``as_originals``)
     flt = replace(request.filter, langs=()) if request.index == "pivot_copies" else request.filter
@@ -78,16 +92,18 @@ def retrieve(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, tr
     cached = cache.get(key) if cache else None
     if cached is not None:
         with trace.step("retrieve", request.label, cached=True) as record:
-            rankings = _from_cache(collection, cached, with_vectors)
+            rankings = _from_cache(collection, cached, rescoring)
             record["arms"] = [r.to_trace(TRACE_HITS) for r in rankings]
     else:
-        arms = _arm_queries(kb, request, config, trace, with_vectors)
+        arms = _arm_queries(kb, request, config, trace, rescoring)
         with trace.step("retrieve", request.label, filter=repr(request.filter), index=request.index) as record:
             results = collection.query(arms, where_for(flt), config.candidates) if arms else []
             rankings = [_ranking(f"{request.label}/{arm.arm}", arm.arm, scored) for arm, scored in zip(arms, results)]
             record["arms"] = [r.to_trace(TRACE_HITS) for r in rankings]
         if cache:
             cache.put(key, [(r.label, r.scorer, [(h.passage.id, h.score) for h in r.hits]) for r in rankings])
+    if rescoring:
+        rankings = _with_cosines(kb, collection, request, rankings)
     if len(rankings) < 2:
         return replace(rankings[0], label=request.label) if rankings else Ranking(request.label, "none")
     with trace.step("fuse", request.label, method=config.fusion) as record:
@@ -105,7 +121,7 @@ def rerank(request: SearchRequest, ranking: Ranking, reranker: Reranker, trace: 
         order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
         hits = ranking.hits  # built directly, not with dataclasses.replace: this runs for every candidate
         reranked = Ranking(ranking.label, reranker.name,
-                           tuple(Hit(hits[i].passage, scores[i], hits[i].path, hits[i].vector, hits[i].terms,
+                           tuple(Hit(hits[i].passage, scores[i], hits[i].path, hits[i].terms,
                                      hits[i].signals) for i in order))
         record["ranking"] = reranked.to_trace(TRACE_HITS)
     return reranked
@@ -125,6 +141,6 @@ def as_originals(kb: KnowledgeBase, request: SearchRequest, ranking: Ranking, tr
             if original is None or not is_current(hit.passage, original.passage):
                 stale += 1
             elif not langs or original.passage.lang in langs:
-                hits.append(Hit(original.passage, hit.score, hit.path, signals=hit.signals))  # the copy's vectors are not its
+                hits.append(Hit(original.passage, hit.score, hit.path, signals=hit.signals))  # the copy's terms are not its
         record.update(stale=stale, passed=len(hits))
     return Ranking(ranking.label, ranking.scorer, tuple(hits))

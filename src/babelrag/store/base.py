@@ -9,6 +9,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
+import numpy as np
+
 from babelrag.store.schema import ArmQuery, CollectionSpec, Scored, StoredPoint, Where
 from babelrag.types import Passage
 
@@ -40,10 +42,16 @@ class Collection(Protocol):
 
     def delete(self, where: Where) -> int: ...
 
-    def query(self, arms: Sequence[ArmQuery], where: Where | None, limit: int,
-              with_vectors: bool = False) -> list[list[Scored]]: ...
+    def query(self, arms: Sequence[ArmQuery], where: Where | None, limit: int) -> list[list[Scored]]:
+        """Each arm's top ``limit`` passages with their scores (and keyword terms where the arm asks)."""
+        ...
 
-    def fetch(self, passage_ids: Sequence[str], with_vectors: bool = False) -> dict[str, Scored]: ...
+    def cosines(self, vector: np.ndarray, passage_ids: Sequence[str]) -> dict[str, float]:
+        """Each of these passages' dense score against ``vector``, computed exactly by the engine: re-scoring a
+        path's candidates needs no stored vector to leave the engine. A passage not stored is left out."""
+        ...
+
+    def fetch(self, passage_ids: Sequence[str], with_terms: bool = False) -> dict[str, Scored]: ...
 
     def scroll(self, where: Where | None = None, limit: int | None = None) -> list[Passage]: ...
 

@@ -19,6 +19,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import qdrant_edge as qe
 
 from babelrag import deadline
@@ -28,6 +29,7 @@ from babelrag.store.schema import (
     INTEGER_FIELDS,
     KEYWORD_FIELDS,
     SPARSE,
+    TERMS,
     VECTORS,
     ArmQuery,
     CollectionSpec,
@@ -37,12 +39,14 @@ from babelrag.store.schema import (
     Where,
     check_store_name,
     is_staging_name,
+    passage_of,
     payload_of,
     point_id,
     scored_of,
     scroll_pages,
     scroll_points,
     staging_name,
+    terms_of,
 )
 from babelrag.types import Passage
 
@@ -147,22 +151,40 @@ class EdgeCollection:
             self._shard.flush()
             return before - self.count()
 
-    def query(self, arms: Sequence[ArmQuery], where: Where | None, limit: int,
-              with_vectors: bool = False) -> list[list[Scored]]:
+    def query(self, arms: Sequence[ArmQuery], where: Where | None, limit: int) -> list[list[Scored]]:
+        """Two engine calls: every arm's hits (ids, scores, terms where asked), then each distinct hit's
+        payload once. Reading a payload is most of a search's engine time (about 10 µs a point, measured in
+        ``benchmarks/latency.py``'s index), and the arms share many hits. A point deleted between the calls
+        is left out."""
         deadline.check("searching the index")
         flt = _filter(where)
-        requests = [qe.QueryRequest(limit=limit, query=_query(arm), filter=flt, with_payload=True,
-                                    with_vector=VECTORS if with_vectors or arm.with_vectors else False,
+        requests = [qe.QueryRequest(limit=limit, query=_query(arm), filter=flt, with_payload=False,
+                                    with_vector=TERMS if arm.with_terms else False,
                                     params=qe.SearchParams(hnsw_ef=self._hnsw_ef) if arm.arm == DENSE else None)
                     for arm in arms]
-        results = self._shard.query_batch(qe.QueryBatchRequest(requests))
-        return [[scored_of(p, p.score, with_vectors or arm.with_vectors) for p in points]
-                for arm, points in zip(arms, results)]
+        # each ``.id`` read builds a Python UUID: read once per point
+        found = [[(p.id, p.score, terms_of(p) if arm.with_terms else None) for p in points]
+                 for arm, points in zip(arms, self._shard.query_batch(qe.QueryBatchRequest(requests)))]
+        distinct = list(dict.fromkeys(point for hits in found for point, _, _ in hits))
+        records = self._shard.retrieve(distinct, with_payload=True, with_vector=False) if distinct else []
+        passages = {record.id: passage_of(record.payload) for record in records}
+        return [[Scored(passages[point], float(score), terms) for point, score, terms in hits if point in passages]
+                for hits in found]
 
-    def fetch(self, passage_ids: Sequence[str], with_vectors: bool = False) -> dict[str, Scored]:
+    def cosines(self, vector: np.ndarray, passage_ids: Sequence[str]) -> dict[str, float]:
+        by_point = {point_id(pid): pid for pid in passage_ids}
+        if not by_point:
+            return {}
+        (points,) = self._shard.query_batch(qe.QueryBatchRequest([qe.QueryRequest(
+            limit=len(by_point), query=qe.Query.Nearest([float(x) for x in vector], using=DENSE),
+            filter=qe.Filter(must=[qe.HasIdCondition(set(by_point))]), with_payload=False, with_vector=False,
+            params=qe.SearchParams(exact=True))]))
+        return {by_point[str(p.id)]: float(p.score) for p in points}
+
+    def fetch(self, passage_ids: Sequence[str], with_terms: bool = False) -> dict[str, Scored]:
         records = self._shard.retrieve([point_id(pid) for pid in passage_ids], with_payload=True,
-                                       with_vector=VECTORS if with_vectors else False)
-        return {s.passage.id: s for s in (scored_of(r, 0.0, with_vectors) for r in records)}
+                                       with_vector=TERMS if with_terms else False)
+        return {s.passage.id: s for s in (scored_of(r, 0.0, with_terms) for r in records)}
 
     def scroll(self, where: Where | None = None, limit: int | None = None) -> list[Passage]:
         flt = _filter(where)

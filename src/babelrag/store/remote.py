@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
+import numpy as np
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 
@@ -23,6 +24,7 @@ from babelrag.store.schema import (
     INTEGER_FIELDS,
     KEYWORD_FIELDS,
     SPARSE,
+    TERMS,
     VECTORS,
     ArmQuery,
     CollectionSpec,
@@ -106,22 +108,32 @@ class RemoteCollection:
         self._client.delete(self.name, points_selector=qm.FilterSelector(filter=_filter(where)), wait=True)
         return before - self.count()
 
-    def query(self, arms: Sequence[ArmQuery], where: Where | None, limit: int,
-              with_vectors: bool = False) -> list[list[Scored]]:
+    def query(self, arms: Sequence[ArmQuery], where: Where | None, limit: int) -> list[list[Scored]]:
+        """One round trip, payloads included (a server's payload reads cost less than a second trip)."""
         deadline.check("searching the index")
         flt = _filter(where)
         requests = [qm.QueryRequest(query=_query(arm), using=arm.arm, limit=limit, filter=flt, with_payload=True,
-                                    with_vector=VECTORS if with_vectors or arm.with_vectors else False,
+                                    with_vector=TERMS if arm.with_terms else False,
                                     params=qm.SearchParams(hnsw_ef=self._hnsw_ef) if arm.arm == DENSE else None)
                     for arm in arms]
         responses = self._client.query_batch_points(self.name, requests)
-        return [[scored_of(p, p.score, with_vectors or arm.with_vectors) for p in response.points]
+        return [[scored_of(p, p.score, arm.with_terms) for p in response.points]
                 for arm, response in zip(arms, responses)]
 
-    def fetch(self, passage_ids: Sequence[str], with_vectors: bool = False) -> dict[str, Scored]:
+    def cosines(self, vector: np.ndarray, passage_ids: Sequence[str]) -> dict[str, float]:
+        by_point = {point_id(pid): pid for pid in passage_ids}
+        if not by_point:
+            return {}
+        response = self._client.query_points(
+            self.name, query=[float(x) for x in vector], using=DENSE, limit=len(by_point),
+            query_filter=qm.Filter(must=[qm.HasIdCondition(has_id=list(by_point))]), with_payload=False,
+            search_params=qm.SearchParams(exact=True))
+        return {by_point[str(p.id)]: float(p.score) for p in response.points}
+
+    def fetch(self, passage_ids: Sequence[str], with_terms: bool = False) -> dict[str, Scored]:
         records = self._client.retrieve(self.name, [point_id(pid) for pid in passage_ids], with_payload=True,
-                                        with_vectors=VECTORS if with_vectors else False)
-        return {s.passage.id: s for s in (scored_of(r, 0.0, with_vectors) for r in records)}
+                                        with_vectors=TERMS if with_terms else False)
+        return {s.passage.id: s for s in (scored_of(r, 0.0, with_terms) for r in records)}
 
     def scroll(self, where: Where | None = None, limit: int | None = None) -> list[Passage]:
         flt = _filter(where)

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import islice
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal
 
 import numpy as np
@@ -111,27 +112,29 @@ class ArmQuery:
     arm: Literal["dense", "bm25"]
     dense: np.ndarray | None = None
     sparse: SparseTerms | None = None
-    with_vectors: bool = False  # return each hit's stored vectors (dense, and keyword term ids)
+    with_terms: bool = False  # return each hit's keyword term ids (the indices of its stored keyword vector)
 
 
 @dataclass(frozen=True, slots=True)
 class Scored:
     passage: Passage
     score: float
-    vector: np.ndarray | None = None
     terms: frozenset[int] | None = None  # the term ids of its keyword vector
 
 
-VECTORS = [DENSE, SPARSE]  # what ``with_vectors`` asks either engine for
+VECTORS = [DENSE, SPARSE]  # a point in full (copying, restoring)
+TERMS = [SPARSE]  # what ``with_terms`` asks either engine for: the keyword vector only
 
 
-def scored_of(record: Any, score: float, with_vectors: bool) -> Scored:
+def terms_of(record: Any) -> frozenset[int] | None:
+    """The term ids of a returned point's keyword vector, when it was asked for."""
+    sparse = (record.vector or {}).get(SPARSE)  # one access: the engine converts on each
+    return frozenset(sparse.indices) if sparse is not None else None
+
+
+def scored_of(record: Any, score: float, with_terms: bool) -> Scored:
     """A point returned by either engine (``.payload``, ``.vector``) as a Scored passage."""
-    vectors = (record.vector or {}) if with_vectors else {}  # one access: the engine converts on each
-    dense, sparse = vectors.get(DENSE), vectors.get(SPARSE)
-    return Scored(passage_of(record.payload), float(score),
-                  np.asarray(dense, dtype=np.float32) if dense is not None else None,
-                  frozenset(sparse.indices) if sparse is not None else None)
+    return Scored(passage_of(record.payload), float(score), terms_of(record) if with_terms else None)
 
 
 def stored_of(record: Any) -> StoredPoint:
@@ -173,6 +176,7 @@ def scroll_pages(next_page: Callable[[Any, int], tuple[list[Any], Any]], limit: 
     return passages
 
 
+@lru_cache(maxsize=1 << 16)  # searches map every candidate back (``cosines``): a hash each is measurable
 def point_id(passage_id: str) -> str:
     """Stable UUID per passage id, so re-indexing the same id replaces the point."""
     return str(uuid.uuid5(_ID_NAMESPACE, passage_id))

@@ -163,11 +163,10 @@ def collect(kb: KnowledgeBase, questions: Sequence[GoldenQuestion], config: Sear
             gold = set(question.gold_pages)
             versions = twins.get((question.kb, question.tags.get("qid", "")), [])
             for number, request in enumerate(requests_for(question, kb, config, versions, generated)):
-                ranking = retrieve(kb, request, config, Trace(), with_vectors=True)
+                ranking = retrieve(kb, request, config, Trace(), rescoring=True)
                 if not ranking.hits:
                     continue
-                matrix = feature_matrix(ranking.hits, request, kb.query_vector(request.text),
-                                        query_terms(request.text, request))
+                matrix = feature_matrix(ranking.hits, request, query_terms(request.text, request))
                 rows.append(matrix)
                 labels.append(np.array([float(h.passage.doc_id in gold) for h in ranking.hits]))
                 owner.append(np.full(len(ranking.hits), index))
