@@ -146,9 +146,11 @@ def test_a_language_restriction_applies_to_the_originals(tmp_path: Path) -> None
     store = build(tmp_path)
     with KnowledgeBase.open("cities", store) as kb:
         make_pivot_copies(kb, TableTranslator(ENGLISH))
-        result = Searcher(kb, preset_config("default", {**WITH_COPIES, "langs": ["pl"]})).search(BRIDGE)
+        # one candidate per arm: the engine must apply the restriction (the best copy overall is Malmö's)
+        result = Searcher(kb, preset_config("default", {**WITH_COPIES, "langs": ["pl"], "candidates": 1})).search(BRIDGE)
     assert [h.passage.lang for h in result.evidence.hits] == ["pl"]
-    assert next(s for s in result.trace.steps if s.stage == "originals").data["passed"] == 1  # the copy path's own
+    originals = next(s for s in result.trace.steps if s.stage == "originals").data
+    assert originals["copies"] == originals["passed"] == 1 and originals["stale"] == 0  # the copy path's own
 
 
 def test_searching_copies_a_kb_does_not_have_is_a_named_configuration_error(tmp_path: Path) -> None:

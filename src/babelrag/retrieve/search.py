@@ -17,7 +17,7 @@ from babelrag.retrieve import bm25
 from babelrag.retrieve.cache import CachedArm, RetrievalCache
 from babelrag.retrieve.fusion import fuse
 from babelrag.store.base import Collection
-from babelrag.store.copies import is_current
+from babelrag.store.copies import copies_where, is_current
 from babelrag.store.schema import DENSE, SPARSE, ArmQuery, Scored, where_for
 from babelrag.types import Hit, Ranking, SearchRequest, Trace
 
@@ -86,8 +86,7 @@ def retrieve(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, tr
     """Candidates for one request: each arm's top ``candidates``, fused when hybrid. ``rescoring``: each
     carries what a re-scorer reads (its cosine to the re-scoring text, keyword terms; ``_with_cosines``)."""
     collection = searched(kb, request)
-    # a copy's language is the pivot: a language restriction applies to its original (``as_originals``)
-    flt = replace(request.filter, langs=()) if request.index == "pivot_copies" else request.filter
+    where = copies_where(request.filter) if request.index == "pivot_copies" else where_for(request.filter)
     key = cache.key(kb, request, config) if cache else None
     cached = cache.get(key) if cache else None
     if cached is not None:
@@ -97,7 +96,7 @@ def retrieve(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, tr
     else:
         arms = _arm_queries(kb, request, config, trace, rescoring)
         with trace.step("retrieve", request.label, filter=repr(request.filter), index=request.index) as record:
-            results = collection.query(arms, where_for(flt), config.candidates) if arms else []
+            results = collection.query(arms, where, config.candidates) if arms else []
             rankings = [_ranking(f"{request.label}/{arm.arm}", arm.arm, scored) for arm, scored in zip(arms, results)]
             record["arms"] = [r.to_trace(TRACE_HITS) for r in rankings]
         if cache:
@@ -129,18 +128,18 @@ def rerank(request: SearchRequest, ranking: Ranking, reranker: Reranker, trace: 
 
 def as_originals(kb: KnowledgeBase, request: SearchRequest, ranking: Ranking, trace: Trace) -> Ranking:
     """A pivot-copy path's hits as the original passages they stand for, in the same order and with the
-    scores the copies earned; a copy whose original is gone, changed since it was made, or outside the
-    path's languages is dropped (counted in the trace). A passage path's ranking is returned as it is."""
+    scores the copies earned; a copy whose original is gone or changed since it was made is dropped (counted
+    in the trace). A passage path's ranking is returned as it is."""
     if request.index == "passages" or not ranking.hits:
         return ranking
     with trace.step("originals", ranking.label, copies=len(ranking)) as record:
         found = kb.collection.fetch([h.passage.id for h in ranking.hits])
-        langs, hits, stale = set(request.filter.langs), [], 0
+        hits, stale = [], 0
         for hit in ranking.hits:
             original = found.get(hit.passage.id)
             if original is None or not is_current(hit.passage, original.passage):
                 stale += 1
-            elif not langs or original.passage.lang in langs:
+            else:
                 hits.append(Hit(original.passage, hit.score, hit.path, signals=hit.signals))  # the copy's terms are not its
         record.update(stale=stale, passed=len(hits))
     return Ranking(ranking.label, ranking.scorer, tuple(hits))

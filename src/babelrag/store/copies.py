@@ -2,8 +2,11 @@
 reads copies — the ingest run that refreshes them, the search that serves them — agrees on which are current."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from babelrag.json_store import digest
-from babelrag.types import Passage
+from babelrag.store.schema import Match, Where, where_for
+from babelrag.types import Passage, PassageFilter
 
 SOURCE_DIGEST = "source_digest"  # copy metadata: digest of the original it was made from
 ORIGINAL_LANG = "original_lang"  # copy metadata: the original passage's language
@@ -22,3 +25,13 @@ def source_digest(passage: Passage) -> str:
 def is_current(copy: Passage, original: Passage | None) -> bool:
     """The copy still translates ``original`` (which exists and is unchanged since)."""
     return original is not None and copy.metadata.get(SOURCE_DIGEST) == source_digest(original)
+
+
+def copies_where(flt: PassageFilter) -> Where | None:
+    """A path's filter over the copies. A language restriction means the originals' languages (a copy's own is
+    the pivot): the engine applies it, so the path still gets its full count of candidates."""
+    where = where_for(replace(flt, langs=()))
+    if not flt.langs:
+        return where
+    by_original = Match(f"metadata.{ORIGINAL_LANG}", tuple(flt.langs))
+    return Where(must=(*(where.must if where else ()), by_original), should=where.should if where else ())
