@@ -55,7 +55,9 @@ CANDIDATE_SETS: dict[str, tuple[str, ...]] = {
     "hybrid order (1 feature)": ("hybrid",),
     "first release's features": tuple(f"{name}:cross" for name in FEATURES[:20]) + MONO,
     "+ language bias taken out": tuple(f"{name}:cross" for name in FEATURES[:28]) + MONO,
-    "+ per-language peers and pages (all)": MODEL_FEATURES,
+    "+ per-language peers and pages": tuple(
+        f"{name}:cross" for name in FEATURES[:FEATURES.index("pool_size") + 1] if name not in MONO) + MONO,
+    "+ parallel share (all)": MODEL_FEATURES,
 }
 
 

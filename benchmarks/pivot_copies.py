@@ -16,7 +16,9 @@ the ``pivot_copies`` path; per question language, split by where the gold page i
 language or another), with the language gap, and the difference tested by a sign-flip test in which a
 question and its translations flip together (Benjamini–Hochberg across cells). Latency is the median
 search time of each configuration in the same loop, warm (query embeddings cached per question across the
-two configurations would favour the second: each configuration embeds afresh).
+two configurations would favour the second: each configuration embeds afresh). Last, whether the learned
+model's P(relevant) holds on the copy path, which it was not fitted on: predicted against observed per
+decile, beside the question's own path over the passages, on the same test questions.
 """
 from __future__ import annotations
 
@@ -42,7 +44,13 @@ from babelrag.ingest.pivot_copies import make_pivot_copies  # noqa: E402
 from babelrag.kb import KnowledgeBase  # noqa: E402
 from babelrag.models.bundle import Models  # noqa: E402
 from babelrag.models.translate import Translation, Translator  # noqa: E402
-from babelrag.retrieve.pipeline import Searcher  # noqa: E402
+from babelrag.relevance.features import feature_matrix  # noqa: E402
+from babelrag.relevance.learned import query_terms  # noqa: E402
+from babelrag.retrieve.pipeline import Searcher, resolve_rerank  # noqa: E402
+from babelrag.retrieve.search import retrieve  # noqa: E402
+from babelrag.strategies.scope import path_filter  # noqa: E402
+from babelrag.tune.fitting import reliability  # noqa: E402
+from babelrag.types import SearchRequest, Trace  # noqa: E402
 
 CONFIGS = {"vector": ("vector", {}), "default": ("default", {}),
            "pivot copies alone": ("default", {"strategy": "pivot_copies"}),
@@ -125,6 +133,34 @@ def report(index: str, rows: list, mrr: dict[str, list[float]], seconds: dict[st
     return cells
 
 
+def path_scores(kb: KnowledgeBase, rows: list) -> dict[str, tuple[list[np.ndarray], list[np.ndarray]]]:
+    """Per index searched (the passages, the copies): every candidate of each row's as-written path, with the
+    P(relevant) the default's model gives it and whether its page is gold."""
+    config = preset_config("default")
+    model = resolve_rerank(kb, config)[1]
+    found: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {"passages": ([], []), "pivot_copies": ([], [])}
+    for row in rows:
+        asked = row.as_question()
+        for index, (scores, labels) in found.items():
+            request = SearchRequest(row.question, kb.name, row.lang, path_filter(asked, config, kb), "as_written",
+                                    asked=row.question, index=index)
+            hits = retrieve(kb, request, config, Trace(), rescoring=True).hits
+            if hits:
+                scores.append(model.for_question(row.question).predict(
+                    feature_matrix(hits, request, query_terms(row.question, request))))
+                labels.append(np.array([h.passage.doc_id in set(row.gold_pages) for h in hits], dtype=float))
+    return found
+
+
+def reliability_report(found: dict[str, tuple[list[np.ndarray], list[np.ndarray]]]) -> None:
+    for index, (scores, labels) in found.items():
+        predicted, observed = np.concatenate(scores), np.concatenate(labels)
+        table(f"Reliability on test, the as-written path over the {index.replace('_', ' ')} "
+              f"({len(predicted)} candidates; mean predicted {predicted.mean():.4f}, observed {observed.mean():.4f})",
+              ["decile", "candidates", "predicted", "observed", "gap"],
+              [[i + 1, n, p, o, o - p] for i, (n, p, o) in enumerate(reliability(predicted, observed))])
+
+
 def picture(cells: list[dict], path: Path) -> None:
     import matplotlib
 
@@ -167,12 +203,16 @@ def main() -> None:
     ensure_indexes(data.indexes, store)
     translator = translator_for(args)
     cells: list[dict] = []
+    paths: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {"passages": ([], []), "pivot_copies": ([], [])}
     for index in data.indexes:
         rows = [q for q in data.golden if q.index == index and q.tags.get("split") == REPORTED]
         with KnowledgeBase.open(index, store) as kb:
             made = make_pivot_copies(kb, translator, args.lang)
             console.print(f"[bold]{index}[/]: {kb.manifest.passages} passages; pivot copies: {made.summary()}")
             mrr, seconds = score(kb, rows, CONFIGS)
+            for name, (scores, labels) in path_scores(kb, rows).items():
+                paths[name][0].extend(scores)
+                paths[name][1].extend(labels)
         cells.extend(report(index, rows, mrr, seconds))
     adjust(cells)
     table("each copy variant vs default per question language (MRR@10; p sign-flip by question, BH across all cells)",
@@ -183,6 +223,7 @@ def main() -> None:
     drawn = args.out / f"pivot_copies-{translator.name.replace(':', '_').replace('/', '_')}.png"
     picture(cells, drawn)
     console.print(f"picture: {drawn}")
+    reliability_report(paths)
 
 
 if __name__ == "__main__":

@@ -54,6 +54,21 @@ def test_features_describe_candidates_relative_to_their_path() -> None:
     assert set(arabic[:, FEATURES.index("generated")]) == {1.0}
 
 
+def test_the_parallel_share_is_the_share_of_candidates_whose_page_the_path_found_in_several_languages() -> None:
+    def version(page: str, lang: str, dense: float) -> Hit:
+        return Hit(Passage(f"{page}@{lang}", "text " * 20, page, lang), 0.0, "p", None, {"cosine": dense})
+
+    hits = [version("p1", "de", 0.9), version("p1", "en", 0.8), version("p2", "de", 0.7), version("p3", "zh", 0.6)]
+    rows = feature_matrix(hits, SearchRequest("q", "kb", "de"), frozenset())
+    column = {name: rows[:, i] for i, name in enumerate(FEATURES)}
+    assert set(column["par_share"]) == {0.5}  # p1 came in two languages: 2 of the 4 candidates
+    assert list(column["same_lang:par_share"]) == [0.5, 0.0, 0.5, 0.0]
+    assert list(column["hybrid:par_share"]) == pytest.approx(column["hybrid"] * 0.5)
+    scattered = feature_matrix([version(f"p{i}", lang, 0.9 - i / 10) for i, lang in enumerate("de en zh".split())],
+                               SearchRequest("q", "kb", "de"), frozenset())
+    assert not scattered[:, [FEATURES.index(name) for name in FEATURES if "par_share" in name]].any()
+
+
 def test_the_model_travels_as_json_with_its_fold_models() -> None:
     rng = np.random.default_rng(0)
     rows = rng.normal(size=(2000, len(FEATURES)))

@@ -31,6 +31,10 @@ FEATURES: tuple[str, ...] = (
     # (a parallel KB), and a path whose candidates all share its language is keyword territory (monolingual)
     "page_langs", "page_same_lang", "page_dense_gap", "page_bm25_norm", "mono_path", "hybrid:mono_path",
     "pool_size",  # log of the path's candidates: with one gold page among them, the base rate
+    # how parallel the KB looks from the path: the share of its candidates whose page it found in more than one
+    # language. Where every page exists in the question's language too, the keyword arm and the same-language
+    # version are evidence the cross-lingual layouts (which dominate training) teach the model to discount
+    "par_share", "hybrid:par_share", "same_lang:par_share", "page_same_lang:par_share", "bm25_z:par_share",
 )
 KEYWORD_WEIGHT = 0.5  # the ``hybrid`` feature: zscore fusion's own combination of the two arms
 # Gated copies (``name:cross``: the feature on a path whose candidates are not all in its language, else 0).
@@ -131,6 +135,7 @@ def feature_matrix(hits: Sequence[Hit], request: SearchRequest, query_terms: fro
         np.array([h.passage.doc_id for h in hits], dtype=object), langs, dense, bm25_norm, request.lang)
     mono = float(same_lang.all() or n < FEW_CANDIDATES)
     hybrid = dense_z + KEYWORD_WEIGHT * bm25_z
+    parallel = float((page_langs > 0).mean())
     columns = {
         "dense": dense, "dense_gap": dense_gap, "dense_z": dense_z,
         "dense_rank": np.log(dense_rank), "bm25_log": np.log1p(bm25), "bm25_norm": bm25_norm,
@@ -154,6 +159,9 @@ def feature_matrix(hits: Sequence[Hit], request: SearchRequest, query_terms: fro
         "page_langs": page_langs, "page_same_lang": page_same, "page_dense_gap": page_dense_gap,
         "page_bm25_norm": page_bm25,
         "mono_path": np.full(n, mono), "hybrid:mono_path": hybrid * mono, "pool_size": np.full(n, np.log(n)),
+        "par_share": np.full(n, parallel), "hybrid:par_share": hybrid * parallel,
+        "same_lang:par_share": same_lang * parallel, "page_same_lang:par_share": page_same * parallel,
+        "bm25_z:par_share": bm25_z * parallel,
     }
     cross = 1.0 - mono
     columns.update({gated: columns[gated[:-len(":cross")]] * cross for gated in GATED})
