@@ -4,6 +4,8 @@ good it is, layout by layout.
     python benchmarks/default_relevance.py                  # choose features, fit, report, write the model
     python benchmarks/default_relevance.py --check          # report the shipped model only
     python benchmarks/default_relevance.py --cache c.pkl    # keep the collected candidates between runs
+    python benchmarks/default_relevance.py --calibrate-copies   # add the pivot-copy path's calibration
+    python benchmarks/default_relevance.py --calibrate-copies --copies-translator professional
 
 Training data: the dev split (by article) of every benchmark layout built from the shipped data —
 parallel (XQuAD country KBs and the pooled KB), unique-country, scattered (each page in one language),
@@ -17,6 +19,16 @@ Reported on the test split (articles never used to fit or choose): MRR@10 of the
 per layout, split by where the gold page is (the question's language or another), against plain dense
 and hybrid order; reliability per decile per path type (as written, translated, generated); and leave one
 question language out, per layout. Timing is not measured here (``benchmarks/latency.py``).
+
+The weights are never fitted on pivot-copy paths (the question over the passages' pivot-language copies). With
+``--calibrate-copies`` the shipped model gets their calibration, weights unchanged: every dev question of the
+scattered and unique-country layouts searched over copies made by ``--copies-translator`` — by default the local
+model ``babelrag pivot-copies`` uses by default (qwen2.5-coder-0.5b), so an untuned KB's copies are judged as
+they will usually have been made; ``professional`` is XQuAD's own English paragraphs (``benchmarks/pivot_copies.py``)
+— each fold model calibrated without the questions it holds out. How much a copy is worth depends on its
+translator: copies from a better one are under-rated by this calibration, and ``babelrag tune`` calibrates a KB's
+own copies on its own dev questions. ``benchmarks/pivot_copies.py`` reports the copy path's reliability on test
+questions.
 """
 from __future__ import annotations
 
@@ -39,8 +51,14 @@ from babelrag.experiments.runner import build_data, ensure_indexes  # noqa: E402
 from babelrag.config import preset_config  # noqa: E402
 from babelrag.evaluate.calibrate import calibrate_threshold, written  # noqa: E402
 from babelrag.kb import KnowledgeBase  # noqa: E402
-from babelrag.relevance.features import FEATURES, KEYWORD_WEIGHT, MODEL_FEATURES, MONO  # noqa: E402
-from babelrag.relevance.model import RelevanceModel, default_model, fit  # noqa: E402
+from babelrag.relevance.features import FEATURES, KEYWORD_WEIGHT, MODEL_FEATURES, MONO, feature_matrix  # noqa: E402
+from babelrag.ingest.pivot_copies import make_pivot_copies  # noqa: E402
+from babelrag.models.bundle import Models  # noqa: E402
+from babelrag.relevance.learned import query_terms  # noqa: E402
+from babelrag.relevance.model import RelevanceModel, calibrate_kind, default_model, fit  # noqa: E402
+from babelrag.retrieve.search import retrieve  # noqa: E402
+from babelrag.strategies.scope import path_filter  # noqa: E402
+from babelrag.types import SearchRequest, Trace  # noqa: E402
 from babelrag.tune.fitting import (  # noqa: E402
     fit_crossfitted, out_of_fold_rows, out_of_fold_scores, path_mrr, reliability,
 )
@@ -97,12 +115,49 @@ def collect_all(cache: Path | None) -> tuple[dict[str, dict[str, Candidates]], s
                     if chosen:
                         parts.setdefault(layout, {}).setdefault(part, []).append(collect(
                             kb, chosen, config, golden=chosen, unit="article", generated=every_path,
-                            translated_paths=every_path))
+                            translated_paths=every_path, copies=False))  # copies: --calibrate-copies
     result = ({layout: {part: Candidates.concat(found) for part, found in splits.items()}
                for layout, splits in parts.items()}, fingerprint)
     if cache:
         cache.write_bytes(pickle.dumps(result))
     return result
+
+
+def calibrate_copies(model: RelevanceModel, translator: str) -> RelevanceModel:
+    """``model`` calibrated for pivot-copy paths on the dev questions of the layouts whose pages each exist in one
+    language, over copies by ``translator`` (see the module's docstring)."""
+    from pivot_copies import ProfessionalEnglish
+
+    made_by = ProfessionalEnglish() if translator == "professional" else Models(
+        preset_config("default", {"llm": translator})).translator
+    store = bench_store()
+    data = build_data(DATA, Path(tempfile.mkdtemp()), quick=False, seed=13, datasets=["scattered", "unique-country"])
+    ensure_indexes(data.indexes, store)
+    config = preset_config("default")
+    rows, labels, texts = [], [], []
+    for index in sorted(data.indexes):
+        with KnowledgeBase.open(index, store) as kb:
+            print(f"{index}: pivot copies {make_pivot_copies(kb, made_by).summary()}")
+            for question in (q for q in data.golden if q.index == index and q.tags.get("split") == "dev"):
+                request = SearchRequest(question.question, kb.name, question.lang,
+                                        path_filter(question.as_question(), config, kb), "pivot_copies",
+                                        asked=question.question, index="pivot_copies")
+                hits = retrieve(kb, request, config, Trace(), rescoring=True).hits
+                rows.append(feature_matrix(hits, request, query_terms(question.question, request)))
+                gold = set(question.gold_pages)
+                labels.append(np.array([h.passage.doc_id in gold for h in hits], dtype=float))
+                texts.extend([question.question] * len(hits))
+    rows_all, labels_all = np.vstack(rows), np.concatenate(labels)
+    calibrated = calibrate_kind(model, "pivot_copies", rows_all, labels_all, texts)
+    for name, scored in (("before", model), ("after", calibrated)):
+        predicted = np.concatenate([scored.for_question(t).predict(r) for t, r in
+                                    zip([texts[i] for i in np.cumsum([0, *map(len, rows)])[:-1]], rows)])
+        table(f"pivot-copy paths on dev ({len(set(texts))} question rows, out-of-fold), {name} calibration",
+              ["decile", "candidates", "predicted", "observed", "gap"],
+              [[i + 1, n, p, o, o - p] for i, (n, p, o) in enumerate(reliability(predicted, labels_all))])
+    return replace(calibrated, meta={**calibrated.meta, "pivot_copies_calibration": {
+        "questions": len(set(texts)), "candidates": int(len(rows_all)),
+        "copies": made_by.name, "layouts": "scattered, unique-country"}})
 
 
 def every_version(questions: list, count: int) -> list:
@@ -152,10 +207,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="report the shipped model, write nothing")
     parser.add_argument("--cache", type=Path, help="pickle of the collected candidates (read if present)")
+    parser.add_argument("--calibrate-copies", action="store_true",
+                        help="calibrate the shipped model for pivot-copy paths (weights unchanged) and write it")
+    parser.add_argument("--copies-translator", default="qwen2.5-coder-0.5b",
+                        help="who makes the copies --calibrate-copies calibrates on: an LLM, or professional")
     parser.add_argument("--features", choices=list(CANDIDATE_SETS), help="fit this feature set without comparing "
                         "the sets by cross-validation first (the comparison takes most of the run)")
     args = parser.parse_args()
     need_data()
+    if args.calibrate_copies:
+        calibrated = calibrate_copies(default_model(), args.copies_translator)
+        TARGET.write_text(json.dumps(calibrated.to_dict(), indent=1) + "\n", encoding="utf-8")
+        print(f"written {TARGET}: calibrated for pivot-copy paths")
+        return
     candidates, fingerprint = collect_all(args.cache)
     dev = {layout: splits["dev"] for layout, splits in candidates.items() if "dev" in splits}
     test = {layout: splits["test"] for layout, splits in candidates.items() if "test" in splits}

@@ -138,9 +138,11 @@ def path_scores(kb: KnowledgeBase, rows: list) -> dict[str, tuple[list[np.ndarra
     P(relevant) the default's model gives it and whether its page is gold."""
     config = preset_config("default")
     model = resolve_rerank(kb, config)[1]
+    if model is None:
+        raise SystemExit(f"{kb.name}: no relevance model fits its embedder; nothing to check")
     found: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {"passages": ([], []), "pivot_copies": ([], [])}
     for row in rows:
-        asked = row.as_question()
+        asked, gold = row.as_question(), set(row.gold_pages)
         for index, (scores, labels) in found.items():
             request = SearchRequest(row.question, kb.name, row.lang, path_filter(asked, config, kb), "as_written",
                                     asked=row.question, index=index)
@@ -148,7 +150,7 @@ def path_scores(kb: KnowledgeBase, rows: list) -> dict[str, tuple[list[np.ndarra
             if hits:
                 scores.append(model.for_question(row.question).predict(
                     feature_matrix(hits, request, query_terms(row.question, request))))
-                labels.append(np.array([h.passage.doc_id in set(row.gold_pages) for h in hits], dtype=float))
+                labels.append(np.array([h.passage.doc_id in gold for h in hits], dtype=float))
     return found
 
 

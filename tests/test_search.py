@@ -10,6 +10,7 @@ from babelrag.config import preset_config
 from babelrag.evaluate.metrics import reciprocal_rank
 from babelrag.ingest.pipeline import index_sources
 from babelrag.kb import KnowledgeBase
+from babelrag.retrieve.cache import RetrievalCache
 from babelrag.retrieve.pipeline import Searcher
 from babelrag.retrieve.search import retrieve
 from babelrag.types import Question, SearchRequest, Trace
@@ -76,6 +77,17 @@ def test_rescoring_gives_every_candidate_its_cosine_to_the_text_it_is_rescored_a
     for hit in ranking.hits:
         assert hit.signals["cosine"] == pytest.approx(expected[hit.passage.id], abs=1e-4)
         assert (hit.terms is not None) == ("bm25" in hit.signals)  # a keyword hit carries its terms
+
+
+def test_candidates_served_from_the_retrieval_cache_carry_what_a_fresh_search_gives_them(
+        kb: KnowledgeBase, tmp_path: Path) -> None:
+    """The learned stage reads the same features either way: keyword terms on keyword hits only, same cosines."""
+    request = SearchRequest("Broncos Panthers Super Bowl Levi's Stadium", "xq", "de")
+    config, cache = preset_config("hybrid", {"candidates": 10}), RetrievalCache(tmp_path / "retrieval")
+    cold, warm = (retrieve(kb, request, config, Trace(), rescoring=True, cache=cache) for _ in range(2))
+    assert cache.hits == 1 and cache.misses == 1
+    assert [(h.passage.id, h.terms, h.signals) for h in cold.hits] == [(h.passage.id, h.terms, h.signals)
+                                                                       for h in warm.hits]
 
 
 def test_repeated_query_terms_weigh_more_in_bm25(tmp_path: Path) -> None:

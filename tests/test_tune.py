@@ -69,6 +69,28 @@ def test_the_parallel_share_is_the_share_of_candidates_whose_page_the_path_found
     assert not scattered[:, [FEATURES.index(name) for name in FEATURES if "par_share" in name]].any()
 
 
+def test_a_path_kind_calibrated_afterwards_keeps_the_weights_and_every_other_kind() -> None:
+    from babelrag.errors import ConfigError
+    from babelrag.relevance.features import PIVOT_COPY
+    from babelrag.relevance.model import RelevanceModel, calibrate_kind, recalibrate
+
+    rng = np.random.default_rng(3)
+    rows = np.zeros((600, len(FEATURES)))
+    rows[:, FEATURES.index("hybrid")] = rng.normal(size=600)
+    labels = (rows[:, FEATURES.index("hybrid")] + rng.normal(size=600) > 1.5).astype(float)
+    model = recalibrate(fit(rows, labels, {}, features=("hybrid",)), rows, labels)  # as written only
+    copies = rows.copy()
+    copies[:, FEATURES.index(PIVOT_COPY)] = 1.0
+    relevant_more_often = (copies[:, FEATURES.index("hybrid")] + rng.normal(size=600) > 0.0).astype(float)
+    calibrated = calibrate_kind(model, "pivot_copies", copies, relevant_more_often, ["q"] * 600)
+    before, after = model.predict(copies).mean(), calibrated.predict(copies).mean()
+    assert abs(after - relevant_more_often.mean()) < 0.02 < abs(before - relevant_more_often.mean())
+    assert np.allclose(calibrated.predict(rows), model.predict(rows)) and np.array_equal(calibrated.coef, model.coef)
+    assert RelevanceModel.from_dict(calibrated.to_dict()).calibration == calibrated.calibration
+    with pytest.raises(ConfigError, match="pivot_copies"):
+        calibrate_kind(model, "pivot_copies", rows, labels, ["q"] * 600)  # these are not copy-path rows
+
+
 def test_the_model_travels_as_json_with_its_fold_models() -> None:
     rng = np.random.default_rng(0)
     rows = rng.normal(size=(2000, len(FEATURES)))

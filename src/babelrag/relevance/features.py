@@ -49,7 +49,10 @@ KEYWORD_WEIGHT = 0.5  # the ``hybrid`` feature: zscore fusion's own combination 
 FEW_CANDIDATES = 10
 MONO = ("mono_path", "hybrid:mono_path")
 GATED = tuple(f"{name}:cross" for name in FEATURES if name not in MONO)
-FEATURES = FEATURES + GATED
+# which kind of path the row comes from, read by the calibration only (model.py ``path_kinds``): the question over
+# the KB's pivot-language copies (ingest/pivot_copies.py), which the model's weights were never fitted on
+PIVOT_COPY = "pivot_copy"
+FEATURES = FEATURES + GATED + (PIVOT_COPY,)
 MODEL_FEATURES: tuple[str, ...] = GATED + MONO  # what the shipped model and `tune`'s full variant read
 
 
@@ -161,7 +164,7 @@ def feature_matrix(hits: Sequence[Hit], request: SearchRequest, query_terms: fro
         "mono_path": np.full(n, mono), "hybrid:mono_path": hybrid * mono, "pool_size": np.full(n, np.log(n)),
         "par_share": np.full(n, parallel), "hybrid:par_share": hybrid * parallel,
         "same_lang:par_share": same_lang * parallel, "page_same_lang:par_share": page_same * parallel,
-        "bm25_z:par_share": bm25_z * parallel,
+        "bm25_z:par_share": bm25_z * parallel, PIVOT_COPY: np.full(n, float(request.index == "pivot_copies")),
     }
     cross = 1.0 - mono
     columns.update({gated: columns[gated[:-len(":cross")]] * cross for gated in GATED})

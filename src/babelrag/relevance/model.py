@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from babelrag.errors import ConfigError, IndexMismatch
-from babelrag.relevance.features import FEATURES
+from babelrag.relevance.features import FEATURES, PIVOT_COPY
 
 FORMAT = 1
 DEFAULT_FILE = "default_model.json"
@@ -137,7 +137,7 @@ def _calibration(data: Mapping[str, Any]) -> dict[str, tuple[float, ...]]:
     return found
 
 
-PATH_KINDS = ("as_written", "translated", "generated")
+PATH_KINDS = ("as_written", "translated", "generated", "pivot_copies")
 # what else sets a candidate's base rate: in how many languages its page was found (a parallel KB has several
 # relevant versions), the path's language mix, a monolingual path, and how many candidates share one gold page
 CALIBRATION_INPUTS = ("page_langs", "same_lang_share", "mono_path", "pool_size")
@@ -145,10 +145,11 @@ _CALIBRATION_COLUMNS = [FEATURES.index(name) for name in CALIBRATION_INPUTS]
 
 
 def path_kinds(rows: np.ndarray) -> np.ndarray:
-    """Each candidate's path kind, read off its ``translated`` and ``generated`` features."""
+    """Each candidate's path kind, read off its ``translated``, ``generated`` and ``pivot_copy`` features."""
     kinds = np.full(len(rows), "as_written", dtype=object)
     kinds[rows[:, FEATURES.index("translated")] > 0] = "translated"
     kinds[rows[:, FEATURES.index("generated")] > 0] = "generated"
+    kinds[rows[:, FEATURES.index(PIVOT_COPY)] > 0] = "pivot_copies"
     return kinds
 
 
@@ -196,20 +197,39 @@ def recalibrate(model: RelevanceModel, rows: np.ndarray, labels: np.ndarray) -> 
     of the positives (``fit_on`` in ``crossfit``), whose base rate is not the candidates', because a model's
     text scores on another scale than the question's own, and because how many candidates are relevant
     depends on the layout (eight language versions of a page, or one)."""
-    from sklearn.linear_model import LogisticRegression
-
-    plain = replace(model, calibration={})
-    logits = plain.logits(rows)
     kinds = path_kinds(rows)
     calibration = {}
     for kind in PATH_KINDS:
         mine = kinds == kind
         if mine.sum() and labels[mine].min() != labels[mine].max():
-            inputs = np.column_stack([logits[mine], rows[mine][:, _CALIBRATION_COLUMNS]])
-            fitted = LogisticRegression(C=1e4, max_iter=2000).fit(inputs, labels[mine])
-            slope, *weights = (float(w) for w in fitted.coef_[0])
-            calibration[kind] = (slope, float(fitted.intercept_[0]), *weights)
+            calibration[kind] = _kind_calibration(model, rows[mine], labels[mine])
     return replace(model, calibration=calibration)
+
+
+def _kind_calibration(model: RelevanceModel, rows: np.ndarray, labels: np.ndarray) -> tuple[float, ...]:
+    """Platt scaling with the path's context as covariates (as ``recalibrate`` does per kind), on these rows."""
+    from sklearn.linear_model import LogisticRegression
+
+    inputs = np.column_stack([replace(model, calibration={}).logits(rows), rows[:, _CALIBRATION_COLUMNS]])
+    fitted = LogisticRegression(C=1e4, max_iter=2000).fit(inputs, labels)
+    slope, *weights = (float(w) for w in fitted.coef_[0])
+    return (slope, float(fitted.intercept_[0]), *weights)
+
+
+def calibrate_kind(model: RelevanceModel, kind: str, rows: np.ndarray, labels: np.ndarray,
+                   texts: Sequence[str]) -> RelevanceModel:
+    """The model (weights unchanged) calibrated for one more kind of path, from that kind's candidates (``texts``:
+    each row's question as asked). A fold model is calibrated only on the questions it was not made to hold out,
+    so a training question's rows are still scored out-of-fold. Every other kind keeps its calibration."""
+    if kind not in PATH_KINDS or (path_kinds(rows) != kind).any():
+        raise ConfigError(f"relevance model: rows to calibrate must all be {kind!r} paths")
+    if len(rows) == 0 or labels.min() == labels.max():
+        raise ConfigError("relevance model: calibrating a path kind needs relevant and irrelevant candidates")
+    held = np.array([model.fold_of.get(question_hash(text), -1) for text in texts])
+    folds = tuple(replace(fold, calibration={**fold.calibration,
+                                             kind: _kind_calibration(fold, rows[held != i], labels[held != i])})
+                  for i, fold in enumerate(model.folds))
+    return replace(model, calibration={**model.calibration, kind: _kind_calibration(model, rows, labels)}, folds=folds)
 
 
 def crossfit(rows: np.ndarray, labels: np.ndarray, row_groups: np.ndarray, group_texts: Mapping[str, Sequence[str]],

@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     from babelrag.types import SearchRequest
 
 CachedArm = tuple[str, str, list[tuple[str, float]]]  # label, scorer, (passage id, score) in order
+# what a key's arms mean; raised when the same request starts to retrieve something else (2: a copy path's
+# language restriction is applied by the engine, no longer after retrieval)
+KEY_VERSION = 2
 
 
 class RetrievalCache:
@@ -26,7 +29,7 @@ class RetrievalCache:
 
     @staticmethod
     def key(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig) -> str:
-        return digest({**kb.identity(), "text": request.text, "lang": request.lang, "segments": request.segments,
+        return digest({"version": KEY_VERSION, **kb.identity(), "text": request.text, "lang": request.lang, "segments": request.segments,
                        "filter": repr(request.filter), "mode": config.mode, "candidates": config.candidates,
                        **_copies_identity(kb, request)})
 

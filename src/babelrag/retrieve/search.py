@@ -34,7 +34,8 @@ def _ranking(label: str, arm: str, scored: Sequence[Scored]) -> Ranking:
 def _from_cache(collection: Collection, cached: list[CachedArm], with_terms: bool) -> list[Ranking]:
     found = collection.fetch(list(dict.fromkeys(pid for _, _, hits in cached for pid, _ in hits)), with_terms)
     return [_ranking(label, DENSE if scorer == "cosine" else SPARSE,
-                     [Scored(found[pid].passage, score, found[pid].terms) for pid, score in hits if pid in found])
+                     [Scored(found[pid].passage, score, found[pid].terms if scorer == "bm25" else None)
+                      for pid, score in hits if pid in found])  # terms as a fresh search gives them: keyword hits
             for label, scorer, hits in cached]
 
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from babelrag.json_store import digest
-from babelrag.store.schema import Match, Where, where_for
+from babelrag.store.schema import ORIGINAL_LANG, Match, Where, where_for
 from babelrag.types import Passage, PassageFilter
 
 SOURCE_DIGEST = "source_digest"  # copy metadata: digest of the original it was made from
-ORIGINAL_LANG = "original_lang"  # copy metadata: the original passage's language
 UNTRANSLATED = "untranslated"  # copy metadata: its translation failed; the original stands in for itself
 REASON = "reason"  # copy metadata on a stand-in: why its translation failed (shortened)
 TRANSLATOR = "translator"  # copy metadata: the translator that made it (another one makes the copies again)
@@ -34,4 +33,4 @@ def copies_where(flt: PassageFilter) -> Where | None:
     if not flt.langs:
         return where
     by_original = Match(f"metadata.{ORIGINAL_LANG}", tuple(flt.langs))
-    return Where(must=(*(where.must if where else ()), by_original), should=where.should if where else ())
+    return replace(where, must=(*where.must, by_original)) if where else Where(must=(by_original,))

@@ -175,6 +175,7 @@ class EdgeCollection:
         by_point = {point_id(pid): pid for pid in passage_ids}
         if not by_point:
             return {}
+        deadline.check("scoring the candidates")
         (points,) = self._shard.query_batch(qe.QueryBatchRequest([qe.QueryRequest(
             limit=len(by_point), query=qe.Query.Nearest([float(x) for x in vector], using=DENSE),
             filter=qe.Filter(must=[qe.HasIdCondition(set(by_point))]), with_payload=False, with_vector=False,

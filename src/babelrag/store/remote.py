@@ -124,6 +124,7 @@ class RemoteCollection:
         by_point = {point_id(pid): pid for pid in passage_ids}
         if not by_point:
             return {}
+        deadline.check("scoring the candidates")
         response = self._client.query_points(
             self.name, query=[float(x) for x in vector], using=DENSE, limit=len(by_point),
             query_filter=qm.Filter(must=[qm.HasIdCondition(has_id=list(by_point))]), with_payload=False,

@@ -20,7 +20,9 @@ from babelrag.types import GLOBAL, Passage, PassageFilter
 
 DENSE = "dense"
 SPARSE = "bm25"
-KEYWORD_FIELDS = ("lang", "country", "scope", "doc_id", "record_id")
+ORIGINAL_LANG = "original_lang"  # pivot-copy metadata (store/copies.py): the original passage's language
+# indexed for filters; a pivot copy's original language is how a copy path's language restriction is applied
+KEYWORD_FIELDS = ("lang", "country", "scope", "doc_id", "record_id", f"metadata.{ORIGINAL_LANG}")
 INTEGER_FIELDS = ("chunk",)
 _ID_NAMESPACE = uuid.UUID("6f1b6a2e-8c3d-4e0a-9b1e-babe1a9000aa")
 _KB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")

@@ -3,7 +3,9 @@ question, described by its features and labelled by whether its page is gold.
 
 Paths per question: the question as written, and — standing in for translated paths without
 spending a model call — the same question's versions in other languages from the golden set
-itself (XQuAD's professional translations share a ``qid`` tag), searched as translated paths.
+itself (XQuAD's professional translations share a ``qid`` tag), searched as translated paths; and
+over the KB's pivot copies when it has them (only calibrated on: ``one_version`` leaves them out of
+the rows the weights are fitted on).
 
 Each question belongs to a *group* (``evaluate/clusters.py``: its qid, or its article): folds and
 halves are drawn by group, so a held-out question's translations — which the training side would
@@ -21,7 +23,7 @@ from babelrag.evaluate.clusters import Unit, cluster_key
 from babelrag.evaluate.golden import GoldenQuestion
 from babelrag.kb import KnowledgeBase
 from babelrag.progress import progress
-from babelrag.relevance.features import FEATURES, feature_matrix
+from babelrag.relevance.features import FEATURES, PIVOT_COPY, feature_matrix
 from babelrag.relevance.learned import query_terms
 from babelrag.retrieve.search import retrieve
 from babelrag.strategies.delta import fuse_query
@@ -81,11 +83,12 @@ class Candidates:
 
     def one_version(self) -> np.ndarray:
         """Rows to fit on: every irrelevant candidate, and of the gold page's candidates on each path only the
-        best by hybrid order. Ranking is judged by pages: one version first is a hit, so eight language versions
-        of the gold page as eight positives would teach the model to lift all of them — trading the
-        same-language copy that ranks first for copies in other languages."""
-        keep = np.ones(len(self.labels), dtype=bool)
-        gold = np.flatnonzero(self.labels > 0)
+        best by hybrid order; none of a pivot-copy path's (calibrated on, never fitted on). Ranking is judged by
+        pages: one version first is a hit, so eight language versions of the gold page as eight positives would
+        teach the model to lift all of them — trading the same-language copy that ranks first for copies in
+        other languages."""
+        keep = self.rows[:, FEATURES.index(PIVOT_COPY)] == 0  # a copy path is calibrated, never fitted on
+        gold = np.flatnonzero((self.labels > 0) & keep)
         if not len(gold):
             return keep
         key = self.question[gold].astype(np.int64) * 1024 + self.path[gold]
@@ -107,7 +110,8 @@ class Candidates:
         path's own candidates in its retrieval order, which the rows keep) — what KB-language targets to
         search for that question language; ties go to the language holding more of the KB (``shares``)."""
         found: dict[tuple[tuple[str, str], str], list[float]] = {}
-        generated = self.rows[:, FEATURES.index("generated")] > 0 if len(self.rows) else np.zeros(0, dtype=bool)
+        generated = ((self.rows[:, FEATURES.index("generated")] > 0) | (self.rows[:, FEATURES.index(PIVOT_COPY)] > 0)
+                     if len(self.rows) else np.zeros(0, dtype=bool))  # neither is a path in one KB language
         for question in np.unique(self.question):
             for number in np.unique(self.path[(self.question == question) & ~generated]):
                 rows = np.where((self.question == question) & (self.path == number))[0][:10]
@@ -132,10 +136,11 @@ def _twins(golden: Sequence[GoldenQuestion]) -> dict[tuple[str, str], list[Golde
 
 
 def requests_for(question: GoldenQuestion, kb: KnowledgeBase, config: SearchConfig,
-                 twins: Sequence[GoldenQuestion], generated: bool = False) -> list[SearchRequest]:
+                 twins: Sequence[GoldenQuestion], generated: bool = False, copies: bool = True) -> list[SearchRequest]:
     """The question as written, then its other-language versions as translated paths (same filter), and with
     ``generated`` a model's text in the shape DELTA writes it — the English version twice beside the question
-    (``fuse_query`` without a cue or anchors, exactly DELTA's fallback) — as a generated path."""
+    (``fuse_query`` without a cue or anchors, exactly DELTA's fallback) — as a generated path; with ``copies``
+    the question over the KB's pivot copies, when it has them."""
     asked = question.as_question()
     flt = path_filter(asked, config, kb)
     requests = [SearchRequest(question.question, kb.name, question.lang, flt, "as_written")]
@@ -147,22 +152,25 @@ def requests_for(question: GoldenQuestion, kb: KnowledgeBase, config: SearchConf
                            DeltaConfig())
         requests.append(SearchRequest(fused.text, kb.name, question.lang, flt, "delta", segments=fused.segments,
                                       origin="generated"))
+    if copies and kb.pivot_copies() is not None:
+        requests.append(SearchRequest(question.question, kb.name, question.lang, flt, "pivot_copies",
+                                      index="pivot_copies"))
     return requests
 
 
 def collect(kb: KnowledgeBase, questions: Sequence[GoldenQuestion], config: SearchConfig,
             golden: Sequence[GoldenQuestion] = (), translated_paths: bool = True,
-            unit: Unit = "question", generated: bool = False) -> Candidates:
+            unit: Unit = "question", generated: bool = False, copies: bool = True) -> Candidates:
     """``golden``: where to look for each question's other-language versions (default: ``questions``);
     ``unit``: what a group is (a question and its translations, or an article); ``generated``: a DELTA-shaped
-    generated path too."""
+    generated path too; ``copies``: the copy path too, on a KB that has pivot copies."""
     twins = _twins(golden or questions) if translated_paths else {}
     rows, labels, owner, paths, langs = [], [], [], [], []
     with progress("relevance candidates", len(questions)) as advance:
         for index, question in enumerate(questions):
             gold = set(question.gold_pages)
             versions = twins.get((question.kb, question.tags.get("qid", "")), [])
-            for number, request in enumerate(requests_for(question, kb, config, versions, generated)):
+            for number, request in enumerate(requests_for(question, kb, config, versions, generated, copies)):
                 ranking = retrieve(kb, request, config, Trace(), rescoring=True)
                 if not ranking.hits:
                     continue
