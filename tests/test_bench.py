@@ -239,3 +239,13 @@ def test_the_mixed_layout_puts_the_swedish_faq_beside_other_languages(tmp_path: 
     golden = load_golden(built["golden"])
     assert {q.tags["layout"] for q in golden} == {"mixed"} and {q.lang for q in golden} == {"sv", "en", "de"}
     assert len({q.id for q in golden}) == len(golden)
+
+
+def test_no_ladder_step_searches_pivot_copies_which_the_benchmark_kbs_do_not_have() -> None:
+    """`bench --ladder strategies` failed on every KB ("has no pivot copies") when tune's copy options joined it."""
+    from babelrag.experiments.ladders import LADDERS
+
+    for name, steps in LADDERS.items():
+        for step in steps:
+            config = preset_config(step.preset, step.overrides)
+            assert "pivot_copies" not in (config.strategy, *config.extra_paths), (name, step.name)
