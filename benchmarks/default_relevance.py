@@ -51,16 +51,12 @@ from babelrag.experiments.runner import build_data, ensure_indexes  # noqa: E402
 from babelrag.config import preset_config  # noqa: E402
 from babelrag.evaluate.calibrate import calibrate_threshold, written  # noqa: E402
 from babelrag.kb import KnowledgeBase  # noqa: E402
-from babelrag.relevance.features import FEATURES, KEYWORD_WEIGHT, MODEL_FEATURES, MONO, feature_matrix  # noqa: E402
+from babelrag.relevance.features import FEATURES, KEYWORD_WEIGHT, MODEL_FEATURES, MONO, PIVOT_COPY  # noqa: E402
 from babelrag.ingest.pivot_copies import make_pivot_copies  # noqa: E402
 from babelrag.models.bundle import Models  # noqa: E402
-from babelrag.relevance.learned import query_terms  # noqa: E402
 from babelrag.relevance.model import RelevanceModel, calibrate_kind, default_model, fit  # noqa: E402
-from babelrag.retrieve.search import retrieve  # noqa: E402
-from babelrag.strategies.scope import path_filter  # noqa: E402
-from babelrag.types import SearchRequest, Trace  # noqa: E402
 from babelrag.tune.fitting import (  # noqa: E402
-    fit_crossfitted, out_of_fold_rows, out_of_fold_scores, path_mrr, reliability,
+    fit_crossfitted, out_of_fold_rows, out_of_fold_scores, path_mrr, reliability, scores_by_question,
 )
 from babelrag.tune.training import Candidates, collect  # noqa: E402
 
@@ -133,30 +129,23 @@ def calibrate_copies(model: RelevanceModel, translator: str) -> RelevanceModel:
     store = bench_store()
     data = build_data(DATA, Path(tempfile.mkdtemp()), quick=False, seed=13, datasets=["scattered", "unique-country"])
     ensure_indexes(data.indexes, store)
-    config = preset_config("default")
-    rows, labels, texts = [], [], []
+    parts = []
     for index in sorted(data.indexes):
         with KnowledgeBase.open(index, store) as kb:
             print(f"{index}: pivot copies {make_pivot_copies(kb, made_by).summary()}")
-            for question in (q for q in data.golden if q.index == index and q.tags.get("split") == "dev"):
-                request = SearchRequest(question.question, kb.name, question.lang,
-                                        path_filter(question.as_question(), config, kb), "pivot_copies",
-                                        asked=question.question, index="pivot_copies")
-                hits = retrieve(kb, request, config, Trace(), rescoring=True).hits
-                rows.append(feature_matrix(hits, request, query_terms(question.question, request)))
-                gold = set(question.gold_pages)
-                labels.append(np.array([h.passage.doc_id in gold for h in hits], dtype=float))
-                texts.extend([question.question] * len(hits))
-    rows_all, labels_all = np.vstack(rows), np.concatenate(labels)
-    calibrated = calibrate_kind(model, "pivot_copies", rows_all, labels_all, texts)
+            dev = [q for q in data.golden if q.index == index and q.tags.get("split") == "dev"]
+            parts.append(collect(kb, dev, preset_config("default"), translated_paths=False))  # as written, copies
+    found = Candidates.concat(parts)
+    copy = column(found, PIVOT_COPY) > 0
+    texts = [found.asked[i].question for i in found.question[copy]]
+    calibrated = calibrate_kind(model, "pivot_copies", found.rows[copy], found.labels[copy], texts)
     for name, scored in (("before", model), ("after", calibrated)):
-        predicted = np.concatenate([scored.for_question(t).predict(r) for t, r in
-                                    zip([texts[i] for i in np.cumsum([0, *map(len, rows)])[:-1]], rows)])
         table(f"pivot-copy paths on dev ({len(set(texts))} question rows, out-of-fold), {name} calibration",
               ["decile", "candidates", "predicted", "observed", "gap"],
-              [[i + 1, n, p, o, o - p] for i, (n, p, o) in enumerate(reliability(predicted, labels_all))])
+              [[i + 1, n, p, o, o - p] for i, (n, p, o) in
+               enumerate(reliability(scores_by_question(scored, found)[copy], found.labels[copy]))])
     return replace(calibrated, meta={**calibrated.meta, "pivot_copies_calibration": {
-        "questions": len(set(texts)), "candidates": int(len(rows_all)),
+        "question_rows": len(set(texts)), "candidates": int(copy.sum()),
         "copies": made_by.name, "layouts": "scattered, unique-country"}})
 
 

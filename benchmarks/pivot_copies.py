@@ -44,13 +44,10 @@ from babelrag.ingest.pivot_copies import make_pivot_copies  # noqa: E402
 from babelrag.kb import KnowledgeBase  # noqa: E402
 from babelrag.models.bundle import Models  # noqa: E402
 from babelrag.models.translate import Translation, Translator  # noqa: E402
-from babelrag.relevance.features import feature_matrix  # noqa: E402
-from babelrag.relevance.learned import query_terms  # noqa: E402
+from babelrag.relevance.features import FEATURES, PIVOT_COPY  # noqa: E402
 from babelrag.retrieve.pipeline import Searcher, resolve_rerank  # noqa: E402
-from babelrag.retrieve.search import retrieve  # noqa: E402
-from babelrag.strategies.scope import path_filter  # noqa: E402
-from babelrag.tune.fitting import reliability  # noqa: E402
-from babelrag.types import SearchRequest, Trace  # noqa: E402
+from babelrag.tune.fitting import reliability, scores_by_question  # noqa: E402
+from babelrag.tune.training import collect  # noqa: E402
 
 CONFIGS = {"vector": ("vector", {}), "default": ("default", {}),
            "pivot copies alone": ("default", {"strategy": "pivot_copies"}),
@@ -133,25 +130,16 @@ def report(index: str, rows: list, mrr: dict[str, list[float]], seconds: dict[st
     return cells
 
 
-def path_scores(kb: KnowledgeBase, rows: list) -> dict[str, tuple[list[np.ndarray], list[np.ndarray]]]:
+def path_scores(kb: KnowledgeBase, rows: list) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per index searched (the passages, the copies): every candidate of each row's as-written path, with the
     P(relevant) the default's model gives it and whether its page is gold."""
     config = preset_config("default")
     model = resolve_rerank(kb, config)[1]
     if model is None:
         raise SystemExit(f"{kb.name}: no relevance model fits its embedder; nothing to check")
-    found: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {"passages": ([], []), "pivot_copies": ([], [])}
-    for row in rows:
-        asked, gold = row.as_question(), set(row.gold_pages)
-        for index, (scores, labels) in found.items():
-            request = SearchRequest(row.question, kb.name, row.lang, path_filter(asked, config, kb), "as_written",
-                                    asked=row.question, index=index)
-            hits = retrieve(kb, request, config, Trace(), rescoring=True).hits
-            if hits:
-                scores.append(model.for_question(row.question).predict(
-                    feature_matrix(hits, request, query_terms(row.question, request))))
-                labels.append(np.array([h.passage.doc_id in gold for h in hits], dtype=float))
-    return found
+    found = collect(kb, rows, config, translated_paths=False)  # the question over the passages and the copies
+    scores, copy = scores_by_question(model, found), found.rows[:, FEATURES.index(PIVOT_COPY)] > 0
+    return {"passages": (scores[~copy], found.labels[~copy]), "pivot_copies": (scores[copy], found.labels[copy])}
 
 
 def reliability_report(found: dict[str, tuple[list[np.ndarray], list[np.ndarray]]]) -> None:
@@ -213,8 +201,8 @@ def main() -> None:
             console.print(f"[bold]{index}[/]: {kb.manifest.passages} passages; pivot copies: {made.summary()}")
             mrr, seconds = score(kb, rows, CONFIGS)
             for name, (scores, labels) in path_scores(kb, rows).items():
-                paths[name][0].extend(scores)
-                paths[name][1].extend(labels)
+                paths[name][0].append(scores)
+                paths[name][1].append(labels)
         cells.extend(report(index, rows, mrr, seconds))
     adjust(cells)
     table("each copy variant vs default per question language (MRR@10; p sign-flip by question, BH across all cells)",

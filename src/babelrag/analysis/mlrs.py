@@ -49,7 +49,7 @@ def query_shift(query_id: str, query: str, query_lang: str, ranked: Sequence[Pas
     for p in ranked:
         text = p.text if p.id not in different or p.lang == target else \
             translate(translator, p.text, p.lang, target, trace)
-        hits.append(Hit(replace(p, text=text), 0.0, "mlrs"))  # no cosine from retrieval: the new text is embedded and scored
+        hits.append(Hit(replace(p, text=text), 0.0, "mlrs"))  # no cosine from retrieval: the new text is embedded
     scores = rescorer.score(query, hits, SearchRequest(query, "", query_lang))
     order = [h.passage.id for _, h in sorted(zip(scores, hits), key=lambda pair: -pair[0])]
     return QueryShift(query_id, query_lang, target, rank_shift([p.id for p in ranked], order, different),

@@ -29,7 +29,8 @@ class RetrievalCache:
 
     @staticmethod
     def key(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig) -> str:
-        return digest({"version": KEY_VERSION, **kb.identity(), "text": request.text, "lang": request.lang, "segments": request.segments,
+        return digest({"version": KEY_VERSION, **kb.identity(), "text": request.text, "lang": request.lang,
+                       "segments": request.segments,
                        "filter": repr(request.filter), "mode": config.mode, "candidates": config.candidates,
                        **_copies_identity(kb, request)})
 

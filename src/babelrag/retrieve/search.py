@@ -141,6 +141,7 @@ def as_originals(kb: KnowledgeBase, request: SearchRequest, ranking: Ranking, tr
             if original is None or not is_current(hit.passage, original.passage):
                 stale += 1
             else:
-                hits.append(Hit(original.passage, hit.score, hit.path, signals=hit.signals))  # the copy's terms are not its
+                # the copy's keyword terms are not its original's
+                hits.append(Hit(original.passage, hit.score, hit.path, signals=hit.signals))
         record.update(stale=stale, passed=len(hits))
     return Ranking(ranking.label, ranking.scorer, tuple(hits))

@@ -85,6 +85,18 @@ def out_of_fold_scores(candidates: Candidates, features: Sequence[str], c: float
     return scores
 
 
+def scores_by_question(model: RelevanceModel, candidates: Candidates) -> np.ndarray:
+    """Every row's P(relevant), each question's rows scored by the model for that question: the fold model that
+    held it out when the model was fitted on it (``RelevanceModel.for_question``)."""
+    scores = np.zeros(len(candidates.rows))
+    order = np.argsort(candidates.question, kind="stable")
+    for rows in np.split(order, np.flatnonzero(np.diff(candidates.question[order])) + 1):
+        if len(rows):
+            asked = candidates.asked[candidates.question[rows[0]]].question
+            scores[rows] = model.for_question(asked).predict(candidates.rows[rows])
+    return scores
+
+
 def reliability(scores: np.ndarray, labels: np.ndarray, bins: int = 10) -> list[tuple[int, float, float]]:
     """(candidates, mean predicted, observed rate) per decile of prediction: is P(relevant) what it says?"""
     if len(scores) == 0:
