@@ -4,9 +4,11 @@
     python benchmarks/pivot_copies.py --quick --llm qwen2.5-coder-0.5b
     python benchmarks/pivot_copies.py --llm openai:MODEL@URL   # an endpoint translates
     python benchmarks/pivot_copies.py --translator professional  # the ceiling: XQuAD's own English paragraphs
+    python benchmarks/pivot_copies.py --datasets xquad-cells --translator professional  # the parallel layout
+    python benchmarks/pivot_copies.py --datasets swefaq,mixed  # monolingual (Swedish FAQ) and mixed
 
-The benchmark layouts whose pages each exist in one language are built from the shipped data (the same
-builders, split by article, as ``babelrag bench``). Every passage not in the pivot language is translated
+The benchmark layouts (by default the two whose pages each exist in one language; ``--datasets`` names any
+of ``bench``'s) are built from the shipped data (the same builders, split by article, as ``babelrag bench``). Every passage not in the pivot language is translated
 once (``babelrag pivot-copies``), by the configured translator or, with ``--translator professional``, by
 XQuAD's own English version of the same paragraph (XQuAD is a professional translation of SQuAD: what a
 perfect translator would give, so the copies' ceiling). The one-time cost is reported per passage (model calls and seconds; a
@@ -104,7 +106,8 @@ def report(index: str, rows: list, mrr: dict[str, list[float]], seconds: dict[st
     """The layout's table (each configuration against the default on the same questions), and the per-cell
     tests of every copy variant against the default (corrected together with the other layouts' later)."""
     clusters = [cluster_key({"id": r.id, "tags": r.tags}) for r in rows]
-    layout = rows[0].tags.get("layout", index)
+    # a layout can hold several KBs (parallel: a country's and the pooled one): cells and panels name both
+    layout = f"{rows[0].tags.get('layout', index)} ({index.rsplit('-', 1)[0]})"
     summary = []
     for name in CONFIGS:
         values = np.array(mrr[name])
@@ -114,7 +117,7 @@ def report(index: str, rows: list, mrr: dict[str, list[float]], seconds: dict[st
         summary.append([name, float(values.mean()), f"{test['delta']:+.3f}", "–" if test["p"] is None else test["p"],
                         means["in Lq"], len(parts["in Lq"]), means["elsewhere"], len(parts["elsewhere"]),
                         means["in Lq"] - means["elsewhere"], percentile(seconds[name], 50) * 1000])
-    table(f"{layout} ({index}): {len(rows)} test rows, {len(set(clusters))} questions (p: sign-flip by question)",
+    table(f"{layout}, {index}: {len(rows)} test rows, {len(set(clusters))} questions (p: sign-flip by question)",
           ["config", "MRR@10", "Δ vs default", "p", "gold in Lq", "n", "gold elsewhere", "n", "gap", "p50 ms"], summary)
     cells = []
     for lang in sorted({r.lang for r in rows}):

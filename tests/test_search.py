@@ -12,6 +12,8 @@ from babelrag.ingest.pipeline import index_sources
 from babelrag.kb import KnowledgeBase
 from babelrag.retrieve.cache import RetrievalCache
 from babelrag.retrieve.pipeline import Searcher
+from babelrag.retrieve import search
+from babelrag.retrieve.fusion import fuse as real_fuse
 from babelrag.retrieve.search import retrieve
 from babelrag.types import Question, SearchRequest, Trace
 
@@ -86,8 +88,42 @@ def test_candidates_served_from_the_retrieval_cache_carry_what_a_fresh_search_gi
     config, cache = preset_config("hybrid", {"candidates": 10}), RetrievalCache(tmp_path / "retrieval")
     cold, warm = (retrieve(kb, request, config, Trace(), rescoring=True, cache=cache) for _ in range(2))
     assert cache.hits == 1 and cache.misses == 1
-    assert [(h.passage.id, h.terms, h.signals) for h in cold.hits] == [(h.passage.id, h.terms, h.signals)
-                                                                       for h in warm.hits]
+    assert [(h.passage.id, h.score, h.terms, h.signals) for h in cold.hits] == [
+        (h.passage.id, h.score, h.terms, h.signals) for h in warm.hits]  # the same fusion: arms cut alike
+
+
+class _LosesOnePayload:
+    """The engine shard, except that the first hit's payload is gone when it is read: a passage deleted
+    between the engine's answer and the payload read."""
+
+    def __init__(self, shard) -> None:
+        self._shard, self.lost = shard, None
+
+    def __getattr__(self, name: str):
+        return getattr(self._shard, name)
+
+    def retrieve(self, ids, **options):
+        self.lost = ids[0]
+        return [record for record in self._shard.retrieve(ids, **options) if record.id != ids[0]]
+
+
+def test_an_arm_that_loses_a_deleted_hit_still_counts_as_cut_at_its_limit(
+        kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch) -> None:
+    """z-score fusion scores an arm's misses 0 only when the arm returned everything it scores; an arm cut
+    at its limit that lost a hit to a deletion is still cut. The lost hits are counted in the trace."""
+    config = preset_config("hybrid", {"candidates": 10})
+    request = SearchRequest("Broncos Panthers Super Bowl Levi's Stadium", "xq", "de")
+    shard = _LosesOnePayload(kb.collection._shard)
+    monkeypatch.setattr(kb.collection, "_shard", shard)
+    fused_with = []
+    monkeypatch.setattr(search, "fuse", lambda *args, complete, **options: fused_with.append(complete)
+                        or real_fuse(*args, complete=complete, **options))
+    trace = Trace()
+    retrieve(kb, request, config, trace, rescoring=True)
+    step = next(s for s in trace.steps if s.stage == "retrieve")
+    assert [len(arm["hits"]) for arm in step.data["arms"]] == [9, 9]  # both were cut at 10; both lost the first
+    assert fused_with == [[False, False]] and step.data["vanished"] == 2
+    assert shard.lost is not None
 
 
 def test_repeated_query_terms_weigh_more_in_bm25(tmp_path: Path) -> None:

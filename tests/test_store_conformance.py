@@ -145,6 +145,7 @@ def test_batch_of_arms_in_one_call(collection) -> None:
     dense, sparse = collection.query([ArmQuery(DENSE, dense=points[2].dense),
                                       ArmQuery(SPARSE, sparse=bm25.query_vector(["warszawa"]))], None, 3)
     assert ids(dense)[0] == "pl-pl-1" and ids(sparse) == ["pl-pl-1"]
+    assert not dense.complete(3) and sparse.complete(3)  # cut at the limit / everything the keyword arm scores
 
 
 def test_upsert_replaces_and_delete_respects_kept_ids(collection) -> None:

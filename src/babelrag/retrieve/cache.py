@@ -16,10 +16,11 @@ if TYPE_CHECKING:
     from babelrag.kb import KnowledgeBase
     from babelrag.types import SearchRequest
 
-CachedArm = tuple[str, str, list[tuple[str, float]]]  # label, scorer, (passage id, score) in order
+# label, scorer, (passage id, score) in order, and whether the engine returned fewer than asked (complete)
+CachedArm = tuple[str, str, list[tuple[str, float]], bool]
 # what a key's arms mean; raised when the same request starts to retrieve something else (2: a copy path's
-# language restriction is applied by the engine, no longer after retrieval)
-KEY_VERSION = 2
+# language restriction is applied by the engine, no longer after retrieval; 3: each arm says if it is complete)
+KEY_VERSION = 3
 
 
 class RetrievalCache:
@@ -40,7 +41,8 @@ class RetrievalCache:
             self.misses += 1
             return None
         self.hits += 1
-        return [(label, scorer, [(pid, float(score)) for pid, score in hits]) for label, scorer, hits in stored]
+        return [(label, scorer, [(pid, float(score)) for pid, score in hits], bool(complete))
+                for label, scorer, hits, complete in stored]
 
     def put(self, key: str, arms: list[CachedArm]) -> None:
         self._store.put(key, arms)

@@ -31,28 +31,31 @@ def _ranking(label: str, arm: str, scored: Sequence[Scored]) -> Ranking:
                          for rank, s in enumerate(scored, start=1)))
 
 
-def _from_cache(collection: Collection, cached: list[CachedArm], with_terms: bool) -> list[Ranking]:
-    found = collection.fetch(list(dict.fromkeys(pid for _, _, hits in cached for pid, _ in hits)), with_terms)
-    return [_ranking(label, DENSE if scorer == "cosine" else SPARSE,
-                     [Scored(found[pid].passage, score, found[pid].terms if scorer == "bm25" else None)
-                      for pid, score in hits if pid in found])  # terms as a fresh search gives them: keyword hits
-            for label, scorer, hits in cached]
+def _from_cache(collection: Collection, cached: list[CachedArm], with_terms: bool) -> tuple[list[Ranking], int]:
+    """The cached arms as rankings, and how many of their passages were deleted since (they drop out)."""
+    found = collection.fetch(list(dict.fromkeys(pid for _, _, hits, _ in cached for pid, _ in hits)), with_terms)
+    rankings = [_ranking(label, DENSE if scorer == "cosine" else SPARSE,
+                         [Scored(found[pid].passage, score, found[pid].terms if scorer == "bm25" else None)
+                          for pid, score in hits if pid in found])  # terms as a fresh search gives them: keyword hits
+                for label, scorer, hits, _ in cached]
+    return rankings, sum(len(hits) for _, _, hits, _ in cached) - sum(len(r) for r in rankings)
 
 
 def _with_cosines(kb: KnowledgeBase, collection: Collection, request: SearchRequest,
-                  rankings: list[Ranking]) -> list[Ranking]:
+                  rankings: list[Ranking]) -> tuple[list[Ranking], int]:
     """Every candidate with its cosine to the text the path is re-scored against (signal ``cosine``): the
     dense arm's own score when that text is the path's own, else computed by the engine for the candidates
     that lack it (keyword-only hits; every hit of a path re-scored against another text). A candidate
-    deleted meanwhile drops out."""
+    deleted meanwhile drops out; the second value counts them."""
     own = request.rerank_text is None
     known = {h.passage.id: h.score for r in rankings if own and r.scorer == "cosine" for h in r.hits}
     missing = [pid for pid in dict.fromkeys(h.passage.id for r in rankings for h in r.hits) if pid not in known]
     if missing:
         known.update(collection.cosines(kb.query_vector(request.rerank_text or request.text), missing))
-    return [Ranking(r.label, r.scorer, tuple(
+    rescored = [Ranking(r.label, r.scorer, tuple(
         Hit(h.passage, h.score, h.path, h.terms, {**h.signals, "cosine": known[h.passage.id]})
         for h in r.hits if h.passage.id in known)) for r in rankings]
+    return rescored, sum(len(r) for r in rankings) - sum(len(r) for r in rescored)
 
 
 def searched(kb: KnowledgeBase, request: SearchRequest) -> Collection:
@@ -90,26 +93,32 @@ def retrieve(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, tr
     where = copies_where(request.filter) if request.index == "pivot_copies" else where_for(request.filter)
     key = cache.key(kb, request, config) if cache else None
     cached = cache.get(key) if cache else None
-    if cached is not None:
-        with trace.step("retrieve", request.label, cached=True) as record:
-            rankings = _from_cache(collection, cached, rescoring)
-            record["arms"] = [r.to_trace(TRACE_HITS) for r in rankings]
-    else:
-        arms = _arm_queries(kb, request, config, trace, rescoring)
-        with trace.step("retrieve", request.label, filter=repr(request.filter), index=request.index) as record:
+    arms = _arm_queries(kb, request, config, trace, rescoring) if cached is None else []
+    place = {"cached": True} if cached is not None else {"filter": repr(request.filter), "index": request.index}
+    with trace.step("retrieve", request.label, **place) as record:
+        if cached is not None:
+            rankings, vanished = _from_cache(collection, cached, rescoring)
+            complete = [done for _, _, _, done in cached]
+        else:
             results = collection.query(arms, where, config.candidates) if arms else []
             rankings = [_ranking(f"{request.label}/{arm.arm}", arm.arm, scored) for arm, scored in zip(arms, results)]
-            record["arms"] = [r.to_trace(TRACE_HITS) for r in rankings]
-        if cache:
-            cache.put(key, [(r.label, r.scorer, [(h.passage.id, h.score) for h in r.hits]) for r in rankings])
-    if rescoring:
-        rankings = _with_cosines(kb, collection, request, rankings)
+            complete = [result.complete(config.candidates) for result in results]
+            vanished = sum(result.returned - len(result) for result in results)
+            if cache:
+                cache.put(key, [(r.label, r.scorer, [(h.passage.id, h.score) for h in r.hits], done)
+                                for r, done in zip(rankings, complete)])
+        if rescoring:
+            rankings, lost = _with_cosines(kb, collection, request, rankings)
+            vanished += lost
+        record["arms"] = [r.to_trace(TRACE_HITS) for r in rankings]
+        if vanished:  # hits of passages deleted while this search ran: left out, counted per arm
+            record["vanished"] = vanished
     if len(rankings) < 2:
         return replace(rankings[0], label=request.label) if rankings else Ranking(request.label, "none")
     with trace.step("fuse", request.label, method=config.fusion) as record:
         fused = fuse(rankings, config.fusion, request.label, config.rrf_k,
                      weights=[1.0 if r.scorer == "cosine" else config.keyword_weight for r in rankings],
-                     arms=True, complete=[len(r) < config.candidates for r in rankings])
+                     arms=True, complete=complete)
         record["ranking"] = fused.to_trace(TRACE_HITS)
     return fused
 

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from babelrag.store.schema import ArmQuery, CollectionSpec, Scored, StoredPoint, Where
+from babelrag.store.schema import ArmHits, ArmQuery, CollectionSpec, Scored, StoredPoint, Where
 from babelrag.types import Passage
 
 
@@ -42,7 +42,7 @@ class Collection(Protocol):
 
     def delete(self, where: Where) -> int: ...
 
-    def query(self, arms: Sequence[ArmQuery], where: Where | None, limit: int) -> list[list[Scored]]:
+    def query(self, arms: Sequence[ArmQuery], where: Where | None, limit: int) -> list[ArmHits]:
         """Each arm's top ``limit`` passages with their scores (and keyword terms where the arm asks)."""
         ...
 

@@ -26,6 +26,7 @@ from babelrag.store.schema import (
     SPARSE,
     TERMS,
     VECTORS,
+    ArmHits,
     ArmQuery,
     CollectionSpec,
     Match,
@@ -108,7 +109,7 @@ class RemoteCollection:
         self._client.delete(self.name, points_selector=qm.FilterSelector(filter=_filter(where)), wait=True)
         return before - self.count()
 
-    def query(self, arms: Sequence[ArmQuery], where: Where | None, limit: int) -> list[list[Scored]]:
+    def query(self, arms: Sequence[ArmQuery], where: Where | None, limit: int) -> list[ArmHits]:
         """One round trip, payloads included (a server's payload reads cost less than a second trip)."""
         deadline.check("searching the index")
         flt = _filter(where)
@@ -117,7 +118,7 @@ class RemoteCollection:
                                     params=qm.SearchParams(hnsw_ef=self._hnsw_ef) if arm.arm == DENSE else None)
                     for arm in arms]
         responses = self._client.query_batch_points(self.name, requests)
-        return [[scored_of(p, p.score, arm.with_terms) for p in response.points]
+        return [ArmHits(tuple(scored_of(p, p.score, arm.with_terms) for p in response.points), len(response.points))
                 for arm, response in zip(arms, responses)]
 
     def cosines(self, vector: np.ndarray, passage_ids: Sequence[str]) -> dict[str, float]:

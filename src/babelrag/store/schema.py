@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -122,6 +122,26 @@ class Scored:
     passage: Passage
     score: float
     terms: frozenset[int] | None = None  # the term ids of its keyword vector
+
+
+@dataclass(frozen=True, slots=True)
+class ArmHits(Sequence[Scored]):
+    """One arm's hits, read as a sequence, and how many the engine returned. They differ when a passage is
+    deleted between the engine's answer and the read of its payload: it drops out, yet the arm was still cut
+    at its limit, so fusion must not take it for an arm that returned everything it scores."""
+
+    hits: tuple[Scored, ...]
+    returned: int
+
+    def __getitem__(self, index):  # type: ignore[override]
+        return self.hits[index]
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+    def complete(self, limit: int) -> bool:
+        """The engine returned fewer than ``limit``: every passage this arm scores above zero is here."""
+        return self.returned < limit
 
 
 VECTORS = [DENSE, SPARSE]  # a point in full (copying, restoring)
