@@ -8,11 +8,12 @@
     python benchmarks/pivot_copies.py --datasets swefaq,mixed  # monolingual (Swedish FAQ) and mixed
 
 The benchmark layouts (by default the two whose pages each exist in one language; ``--datasets`` names any
-of ``bench``'s) are built from the shipped data (the same builders, split by article, as ``babelrag bench``). Every passage not in the pivot language is translated
-once (``babelrag pivot-copies``), by the configured translator or, with ``--translator professional``, by
-XQuAD's own English version of the same paragraph (XQuAD is a professional translation of SQuAD: what a
-perfect translator would give, so the copies' ceiling). The one-time cost is reported per passage (model calls and seconds; a
-translation served from the cache keeps the seconds it took when made) with the failed translations by
+of ``bench``'s) are built from the shipped data (the same builders, split by article, as ``babelrag
+bench``). Every passage not in the pivot language is translated once (``babelrag pivot-copies``), by the
+configured translator or, with ``--translator professional``, by XQuAD's own English version of the same
+paragraph (XQuAD is a professional translation of SQuAD: what a perfect translator would give, so the
+copies' ceiling). The one-time cost is reported per passage (model calls and seconds; a translation served
+from the cache keeps the seconds it took when made) with the failed translations by
 reason. Then every *test* question is searched with the default preset, and with the default preset plus
 the ``pivot_copies`` path; per question language, split by where the gold page is (the question's
 language or another), with the language gap, and the difference tested by a sign-flip test in which a

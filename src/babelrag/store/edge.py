@@ -154,8 +154,9 @@ class EdgeCollection:
 
     def query(self, arms: Sequence[ArmQuery], where: Where | None, limit: int) -> list[ArmHits]:
         """Two engine calls: every arm's hits (ids, scores, terms where asked), then each distinct hit's
-        payload once (a point deleted between the calls is left out, and still counted as returned). Reading a payload is most of a search's engine time (about 10 µs a point against 0.3 ms
-        for both arms' search, on ``benchmarks/latency.py``'s pooled index), and the arms share many hits."""
+        payload once (a point deleted between the calls is left out, and still counted as returned). Reading
+        a payload is most of a search's engine time (about 10 µs a point against 0.3 ms for both arms' search,
+        on ``benchmarks/latency.py``'s pooled index), and the arms share many hits."""
         deadline.check("searching the index")
         flt = _filter(where)
         requests = [qe.QueryRequest(limit=limit, query=_query(arm), filter=flt, with_payload=False,
