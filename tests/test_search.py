@@ -97,13 +97,12 @@ class _LosesOnePayload:
     between the engine's answer and the payload read."""
 
     def __init__(self, shard) -> None:
-        self._shard, self.lost = shard, None
+        self._shard = shard
 
     def __getattr__(self, name: str):
         return getattr(self._shard, name)
 
     def retrieve(self, ids, **options):
-        self.lost = ids[0]
         return [record for record in self._shard.retrieve(ids, **options) if record.id != ids[0]]
 
 
@@ -123,7 +122,33 @@ def test_an_arm_that_loses_a_deleted_hit_still_counts_as_cut_at_its_limit(
     step = next(s for s in trace.steps if s.stage == "retrieve")
     assert [len(arm["hits"]) for arm in step.data["arms"]] == [9, 9]  # both were cut at 10; both lost the first
     assert fused_with == [[False, False]] and step.data["vanished"] == 2
-    assert shard.lost is not None
+
+
+def test_a_cached_arm_keeps_its_cut_and_its_lost_hits_are_counted(
+        kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Served from the cache after a passage was deleted, both arms still count as cut at their limit; a
+    candidate whose cosine the engine no longer has drops out and is counted too."""
+    config, cache = preset_config("hybrid", {"candidates": 10}), RetrievalCache(tmp_path / "retrieval")
+    request = SearchRequest("Broncos Panthers Super Bowl Levi's Stadium", "xq", "de", rerank_text="Super Bowl")
+    cold = Trace()
+    retrieve(kb, request, config, cold, rescoring=True, cache=cache)
+    step = next(s for s in cold.steps if s.stage == "retrieve")
+    arms = [[pid for pid, _ in arm["hits"]] for arm in step.data["arms"]]
+    deleted = arms[1][0]  # a keyword hit, gone before the payload read
+    unscored = next(pid for pid in arms[0] if pid != deleted)  # a dense hit, gone before the cosine call
+    real_fetch, real_cosines = kb.collection.fetch, kb.collection.cosines
+    monkeypatch.setattr(kb.collection, "fetch", lambda ids, *a: {pid: s for pid, s in real_fetch(ids, *a).items()
+                                                                 if pid != deleted})
+    monkeypatch.setattr(kb.collection, "cosines", lambda vector, ids: {pid: c for pid, c in real_cosines(vector, ids)
+                                                                       .items() if pid != unscored})
+    fused_with = []
+    monkeypatch.setattr(search, "fuse", lambda *args, complete, **options: fused_with.append(complete)
+                        or real_fuse(*args, complete=complete, **options))
+    warm = Trace()
+    retrieve(kb, request, config, warm, rescoring=True, cache=cache)
+    step = next(s for s in warm.steps if s.stage == "retrieve")
+    assert cache.hits == 1 and fused_with == [[False, False]]  # both arms of 10, each now short of one or two
+    assert step.data["vanished"] == sum(pid in (deleted, unscored) for arm in arms for pid in arm)
 
 
 def test_repeated_query_terms_weigh_more_in_bm25(tmp_path: Path) -> None:

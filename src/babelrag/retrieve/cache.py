@@ -41,7 +41,7 @@ class RetrievalCache:
             self.misses += 1
             return None
         self.hits += 1
-        return [(label, scorer, [(pid, float(score)) for pid, score in hits], bool(complete))
+        return [(label, scorer, [(pid, float(score)) for pid, score in hits], complete is True)
                 for label, scorer, hits, complete in stored]
 
     def put(self, key: str, arms: list[CachedArm]) -> None:

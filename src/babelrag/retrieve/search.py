@@ -101,7 +101,8 @@ def retrieve(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, tr
             complete = [done for _, _, _, done in cached]
         else:
             results = collection.query(arms, where, config.candidates) if arms else []
-            rankings = [_ranking(f"{request.label}/{arm.arm}", arm.arm, scored) for arm, scored in zip(arms, results)]
+            rankings = [_ranking(f"{request.label}/{arm.arm}", arm.arm, scored)
+                        for arm, scored in zip(arms, results, strict=True)]
             complete = [result.complete(config.candidates) for result in results]
             vanished = sum(result.returned - len(result) for result in results)
             if cache:

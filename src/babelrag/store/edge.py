@@ -163,9 +163,10 @@ class EdgeCollection:
                                     with_vector=TERMS if arm.with_terms else False,
                                     params=qe.SearchParams(hnsw_ef=self._hnsw_ef) if arm.arm == DENSE else None)
                     for arm in arms]
+        answers = self._shard.query_batch(qe.QueryBatchRequest(requests))
         # each ``.id`` read builds a Python UUID: read once per point
         found = [[(p.id, p.score, terms_of(p) if arm.with_terms else None) for p in points]
-                 for arm, points in zip(arms, self._shard.query_batch(qe.QueryBatchRequest(requests)))]
+                 for arm, points in zip(arms, answers, strict=True)]
         distinct = list(dict.fromkeys(point for hits in found for point, _, _ in hits))
         records = self._shard.retrieve(distinct, with_payload=True, with_vector=False) if distinct else []
         passages = {record.id: passage_of(record.payload) for record in records}

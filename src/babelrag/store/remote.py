@@ -119,7 +119,7 @@ class RemoteCollection:
                     for arm in arms]
         responses = self._client.query_batch_points(self.name, requests)
         return [ArmHits(tuple(scored_of(p, p.score, arm.with_terms) for p in response.points), len(response.points))
-                for arm, response in zip(arms, responses)]
+                for arm, response in zip(arms, responses, strict=True)]
 
     def cosines(self, vector: np.ndarray, passage_ids: Sequence[str]) -> dict[str, float]:
         by_point = {point_id(pid): pid for pid in passage_ids}

@@ -139,6 +139,9 @@ class ArmHits(Sequence[Scored]):
     def __len__(self) -> int:
         return len(self.hits)
 
+    def __iter__(self) -> Iterator[Scored]:  # Sequence's default iterates by index: 30x slower, per search
+        return iter(self.hits)
+
     def complete(self, limit: int) -> bool:
         """The engine returned fewer than ``limit``: every passage this arm scores above zero is here."""
         return self.returned < limit
