@@ -161,6 +161,22 @@ def test_upsert_replaces_and_delete_respects_kept_ids(collection) -> None:
     assert collection.facet("country") == {"SE": 2, "PL": 1}
 
 
+def test_a_search_sees_every_write_made_before_it(collection) -> None:
+    """Searches may keep decoded passages between calls (Edge does); a write in between must still show."""
+    points = _points()
+    arm = [ArmQuery(DENSE, dense=points[0].dense)]
+    (before,) = collection.query(arm, None, 10)
+    assert before[0].passage.text == "stockholm huvudstad"
+    changed = StoredPoint(Passage("se-sv-1", "ny text", "se-sv", "sv", country="SE", record_id="se-sv-1"),
+                          points[0].dense, points[0].sparse)
+    collection.upsert([changed])
+    (after,) = collection.query(arm, None, 10)
+    assert after[0].passage == changed.passage
+    collection.delete(Where(must=(Match("record_id", ("se-sv-1",)),)))
+    (gone,) = collection.query(arm, None, 10)
+    assert "se-sv-1" not in ids(gone) and len(gone) == len(ROWS) - 1
+
+
 def test_adapters_agree_on_results(tmp_path: Path) -> None:
     """Same points, same queries: the embedded engine and the client agree on ids and scores."""
     query_vector = _points()[4].dense

@@ -24,6 +24,7 @@ import qdrant_edge as qe
 
 from babelrag import deadline
 from babelrag.errors import KBNotFound, KBUnreadable, StoreError, StoreHeld
+from babelrag.store.passage_cache import Known, PassageCache
 from babelrag.store.schema import (
     DENSE,
     INTEGER_FIELDS,
@@ -84,6 +85,7 @@ class _Loaded:
         self.shard, self.lock_handle, self.manifest = shard, lock_handle, manifest
         self.hnsw_ef = int((manifest.get("collection") or {}).get("hnsw_ef", 128))
         self.writes = threading.RLock()
+        self.passages = PassageCache()
         self.users = 1
 
 
@@ -138,40 +140,49 @@ class EdgeCollection:
 
     def upsert(self, points: Sequence[StoredPoint]) -> None:
         with self._loaded.writes:
-            self._shard.update(qe.UpdateOperation.upsert_points([
-                qe.Point(p.point_id, {DENSE: [float(x) for x in p.dense],
-                                      SPARSE: qe.SparseVector(list(p.sparse.indices), list(p.sparse.values))},
-                         payload_of(p.passage))
-                for p in points]))
-            self._shard.flush()
+            try:
+                self._shard.update(qe.UpdateOperation.upsert_points([
+                    qe.Point(p.point_id, {DENSE: [float(x) for x in p.dense],
+                                          SPARSE: qe.SparseVector(list(p.sparse.indices), list(p.sparse.values))},
+                             payload_of(p.passage))
+                    for p in points]))
+                self._shard.flush()
+            finally:  # even a failed write may have changed some points
+                self._loaded.passages.forget()
 
     def delete(self, where: Where) -> int:
         with self._loaded.writes:
             before = self.count()
-            self._shard.update(qe.UpdateOperation.delete_points_by_filter(_filter(where)))
-            self._shard.flush()
+            try:
+                self._shard.update(qe.UpdateOperation.delete_points_by_filter(_filter(where)))
+                self._shard.flush()
+            finally:  # a deleted point is never a hit again; this frees its memory
+                self._loaded.passages.forget()
             return before - self.count()
 
     def query(self, arms: Sequence[ArmQuery], where: Where | None, limit: int) -> list[ArmHits]:
-        """Two engine calls: every arm's hits (ids, scores, terms where asked), then each distinct hit's
-        payload once (a point deleted between the calls is left out, and still counted as returned). Reading
-        a payload is most of a search's engine time (about 10 µs a point against 0.3 ms for both arms' search,
-        on ``benchmarks/latency.py``'s pooled index), and the arms share many hits."""
+        """Two engine calls: every arm's hits (ids, scores), then each distinct hit's payload and keyword terms
+        once, unless an earlier search decoded them (``PassageCache``); a point deleted between the calls is
+        left out, and still counted as returned. Reading and decoding them is most of a search's engine time
+        (about 10 µs a point for the payload and 10 µs for the terms, against 0.4 ms for both arms' search, on
+        ``benchmarks/latency.py``'s pooled index), and the same passages come back search after search."""
         deadline.check("searching the index")
         flt = _filter(where)
-        requests = [qe.QueryRequest(limit=limit, query=_query(arm), filter=flt, with_payload=False,
-                                    with_vector=TERMS if arm.with_terms else False,
+        requests = [qe.QueryRequest(limit=limit, query=_query(arm), filter=flt, with_payload=False, with_vector=False,
                                     params=qe.SearchParams(hnsw_ef=self._hnsw_ef) if arm.arm == DENSE else None)
                     for arm in arms]
         answers = self._shard.query_batch(qe.QueryBatchRequest(requests))
         # each ``.id`` read builds a Python UUID: read once per point
-        found = [[(p.id, p.score, terms_of(p) if arm.with_terms else None) for p in points]
-                 for arm, points in zip(arms, answers, strict=True)]
-        distinct = list(dict.fromkeys(point for hits in found for point, _, _ in hits))
-        records = self._shard.retrieve(distinct, with_payload=True, with_vector=False) if distinct else []
-        passages = {record.id: passage_of(record.payload) for record in records}
-        return [ArmHits(tuple(Scored(passages[point], float(score), terms) for point, score, terms in hits
-                              if point in passages), len(hits)) for hits in found]
+        found = [[(p.id, p.score) for p in points] for points in answers]
+        distinct = list(dict.fromkeys(point for hits in found for point, _ in hits))
+        known = self._loaded.passages.passages(distinct, self._read_points)
+        return [ArmHits(tuple(Scored(known[point][0], float(score), known[point][1] if arm.with_terms else None)
+                              for point, score in hits if point in known), len(hits))
+                for arm, hits in zip(arms, found, strict=True)]
+
+    def _read_points(self, points: list[Any]) -> dict[Any, Known]:
+        return {record.id: (passage_of(record.payload), terms_of(record))
+                for record in self._shard.retrieve(points, with_payload=True, with_vector=TERMS)}
 
     def cosines(self, vector: np.ndarray, passage_ids: Sequence[str]) -> dict[str, float]:
         by_point = {point_id(pid): pid for pid in passage_ids}

@@ -1,0 +1,60 @@
+"""The decoded passages of an Edge shard's points, and their keyword terms, kept between searches.
+
+Reading and decoding each hit's payload and keyword terms was over a third of the default search's own work
+(``benchmarks/latency.py``'s pooled index, query embedded: about 2.5 of 6.5 ms), and the same passages come
+back search after search. The cache is exact: a shard belongs to one process (its directory lock), every
+write in that process goes through ``EdgeCollection.upsert``/``delete``, and each write forgets everything
+once it has changed the shard. A search that read points while a write ran keeps none of them (the
+generation moved on), so no stale passage outlives the write that changed it. Bounded: least recently used
+points go first.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
+
+from babelrag.types import Passage
+
+CAPACITY = 20_000  # passages per loaded shard; at 1–2 KB of text and terms each, tens of MB at most
+Known = tuple[Passage, frozenset[int] | None]  # a point's passage, and the term ids of its keyword vector
+
+
+class PassageCache:
+    def __init__(self, capacity: int = CAPACITY):
+        self.capacity = capacity
+        self._passages: OrderedDict[Hashable, Known] = OrderedDict()
+        self._generation = 0
+        self._lock = threading.Lock()
+
+    def passages(self, points: Sequence[Hashable],
+                 read: Callable[[list[Hashable]], dict[Hashable, Known]]) -> dict[Hashable, Known]:
+        """Each point's passage and terms: from memory, else ``read`` from the shard (a point it does not
+        return is gone, and left out)."""
+        with self._lock:
+            found = {}
+            for point in points:
+                known = self._passages.get(point)
+                if known is not None:
+                    self._passages.move_to_end(point)
+                    found[point] = known
+            generation = self._generation
+        missing = [point for point in points if point not in found]
+        if missing:
+            fresh = read(missing)
+            with self._lock:
+                if generation == self._generation:  # no write since the read began: these are current
+                    self._passages.update(fresh)
+                    while len(self._passages) > self.capacity:
+                        self._passages.popitem(last=False)
+            found.update(fresh)
+        return found
+
+    def forget(self) -> None:
+        """After a write: nothing kept before it is served again, nor anything read while it ran."""
+        with self._lock:
+            self._generation += 1
+            self._passages.clear()
+
+    def __len__(self) -> int:
+        return len(self._passages)
