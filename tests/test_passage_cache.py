@@ -2,7 +2,16 @@
 a passage a write may have changed, and stays within its bound."""
 from __future__ import annotations
 
+from array import array
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from babelrag.retrieve import bm25
+from babelrag.store.base import open_store
 from babelrag.store.passage_cache import Known, PassageCache
+from babelrag.store.schema import DENSE, ArmQuery, CollectionSpec, Match, StoredPoint, Where
 from babelrag.types import Passage
 
 
@@ -19,7 +28,7 @@ class _Shard:
 
     def read(self, points: list[int]) -> dict[int, Known]:
         self.asked.append(list(points))
-        return {point: (_passage(point, self.texts[point]), frozenset({point})) for point in points
+        return {point: (_passage(point, self.texts[point]), array("I", [point])) for point in points
                 if point in self.texts}
 
 
@@ -72,3 +81,69 @@ def test_the_least_recently_used_passages_go_first() -> None:
     shard.asked.clear()
     cache.passages([1, 3, 4, 2], shard.read)
     assert shard.asked == [[2]]
+
+
+class _CountsReads:
+    """The engine shard, counting payload reads; ``during_update`` runs while a write is under way."""
+
+    def __init__(self, shard) -> None:
+        self._shard, self.reads, self.during_update = shard, 0, None
+
+    def __getattr__(self, name: str):
+        return getattr(self._shard, name)
+
+    def retrieve(self, ids, **options):
+        self.reads += 1
+        return self._shard.retrieve(ids, **options)
+
+    def update(self, operation):  # a search may run just before the engine's change and just after it
+        if self.during_update is not None:
+            self.during_update()
+        result = self._shard.update(operation)
+        if self.during_update is not None:
+            self.during_update()
+        return result
+
+
+@pytest.fixture
+def edge(tmp_path: Path):
+    collection = open_store(str(tmp_path / "store")).create("kb", CollectionSpec(dim=4), {"kb": "kb"})
+    collection.upsert([StoredPoint(Passage(f"p{i}", f"text {i}", f"doc{i}", "en", record_id=f"p{i}"),
+                                   np.eye(4, dtype=np.float32)[i], bm25.document_vector([f"word{i}"], 1.0))
+                       for i in range(4)])
+    collection._shard = _CountsReads(collection._shard)
+    yield collection
+    collection._shard = collection._shard._shard
+    collection.close()
+
+
+def _texts(collection) -> list[str]:
+    (hits,) = collection.query([ArmQuery(DENSE, dense=np.ones(4, dtype=np.float32))], None, 10)
+    return sorted(h.passage.text for h in hits)
+
+
+def test_a_repeated_search_reads_no_payload(edge) -> None:
+    _texts(edge)
+    _texts(edge)
+    assert edge._shard.reads == 1
+
+
+def test_a_search_in_the_middle_of_a_write_leaves_nothing_stale(edge) -> None:
+    """Searches while a write runs read the old or the new passage; the first search after it, the new one."""
+    edge._shard.during_update = lambda: _texts(edge)
+    edge.upsert([StoredPoint(Passage("p1", "changed", "doc1", "en", record_id="p1"), np.eye(4, dtype=np.float32)[1],
+                             bm25.document_vector(["word1"], 1.0))])
+    edge._shard.during_update = None
+    assert _texts(edge) == ["changed", "text 0", "text 2", "text 3"]
+
+
+def test_a_write_that_fails_still_forgets(edge) -> None:
+    _texts(edge)
+
+    def fails() -> None:
+        raise RuntimeError("disk full")
+
+    edge._shard.during_update = fails
+    with pytest.raises(RuntimeError):
+        edge.delete(Where(must=(Match("record_id", ("p2",)),)))
+    assert len(edge._loaded.passages) == 0

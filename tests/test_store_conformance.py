@@ -162,19 +162,19 @@ def test_upsert_replaces_and_delete_respects_kept_ids(collection) -> None:
 
 
 def test_a_search_sees_every_write_made_before_it(collection) -> None:
-    """Searches may keep decoded passages between calls (Edge does); a write in between must still show."""
+    """Searches may keep decoded passages and terms between calls (Edge does); a write in between must show."""
     points = _points()
-    arm = [ArmQuery(DENSE, dense=points[0].dense)]
-    (before,) = collection.query(arm, None, 10)
-    assert before[0].passage.text == "stockholm huvudstad"
-    changed = StoredPoint(Passage("se-sv-1", "ny text", "se-sv", "sv", country="SE", record_id="se-sv-1"),
-                          points[0].dense, points[0].sparse)
+    arms = [ArmQuery(DENSE, dense=points[0].dense), ArmQuery(SPARSE, sparse=bm25.query_vector(["stockholm"]),
+                                                              with_terms=True)]
+    dense, keyword = collection.query(arms, None, 10)
+    assert dense[0].passage.text == "stockholm huvudstad"
+    assert next(h for h in keyword if h.passage.id == "se-sv-1").terms == frozenset(points[0].sparse.indices)
+    changed = StoredPoint(Passage("se-sv-1", "stockholm ny text", "se-sv", "sv", country="SE", record_id="se-sv-1"),
+                          points[0].dense, bm25.document_vector(["stockholm", "ny", "text"], 2.0))
     collection.upsert([changed])
-    (after,) = collection.query(arm, None, 10)
-    assert after[0].passage == changed.passage
-    collection.delete(Where(must=(Match("record_id", ("se-sv-1",)),)))
-    (gone,) = collection.query(arm, None, 10)
-    assert "se-sv-1" not in ids(gone) and len(gone) == len(ROWS) - 1
+    dense, keyword = collection.query(arms, None, 10)
+    assert dense[0].passage == changed.passage
+    assert next(h for h in keyword if h.passage.id == "se-sv-1").terms == frozenset(changed.sparse.indices)
 
 
 def test_adapters_agree_on_results(tmp_path: Path) -> None:

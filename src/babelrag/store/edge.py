@@ -5,7 +5,8 @@ the lock file) while the process has it open, and another process gets a clear m
 pid instead of a corrupted shard. Within the process a shard is loaded once and shared: every
 ``open`` of the KB — the service's, a ``babelrag.open_kb`` handle, two LlamaIndex retrievers, an
 ``index`` call — is a handle on the same loaded shard, counted, and the shard closes with the last
-handle. Writes through any handle are serialised (``writing``); readers see what the engine holds.
+handle. Writes through any handle are serialised (``writing``); readers see what the engine holds (the
+decoded passages a search keeps, ``PassageCache``, are forgotten by every write once it has changed the shard).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import json
 import os
 import shutil
 import threading
+from array import array
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -48,7 +50,6 @@ from babelrag.store.schema import (
     scroll_pages,
     scroll_points,
     staging_name,
-    terms_of,
 )
 from babelrag.types import Passage
 
@@ -176,13 +177,17 @@ class EdgeCollection:
         found = [[(p.id, p.score) for p in points] for points in answers]
         distinct = list(dict.fromkeys(point for hits in found for point, _ in hits))
         known = self._loaded.passages.passages(distinct, self._read_points)
-        return [ArmHits(tuple(Scored(known[point][0], float(score), known[point][1] if arm.with_terms else None)
+        return [ArmHits(tuple(Scored(known[point][0], float(score), frozenset(known[point][1]) if arm.with_terms
+                                     else None)
                               for point, score in hits if point in known), len(hits))
                 for arm, hits in zip(arms, found, strict=True)]
 
     def _read_points(self, points: list[Any]) -> dict[Any, Known]:
-        return {record.id: (passage_of(record.payload), terms_of(record))
-                for record in self._shard.retrieve(points, with_payload=True, with_vector=TERMS)}
+        known = {}
+        for record in self._shard.retrieve(points, with_payload=True, with_vector=TERMS):
+            sparse = (record.vector or {}).get(SPARSE)  # one access: the engine converts on each
+            known[record.id] = (passage_of(record.payload), array("I", sparse.indices if sparse else ()))
+        return known
 
     def cosines(self, vector: np.ndarray, passage_ids: Sequence[str]) -> dict[str, float]:
         by_point = {point_id(pid): pid for pid in passage_ids}

@@ -128,7 +128,9 @@ class Scored:
 class ArmHits(Sequence[Scored]):
     """One arm's hits, read as a sequence, and how many the engine returned. They differ when a passage is
     deleted between the engine's answer and the read of its payload: it drops out, yet the arm was still cut
-    at its limit, so fusion must not take it for an arm that returned everything it scores."""
+    at its limit, so fusion must not take it for an arm that returned everything it scores. (A passage an
+    earlier search decoded is served from memory, so one deleted just after the engine answered stays in:
+    it existed when the arm was scored.)"""
 
     hits: tuple[Scored, ...]
     returned: int
