@@ -52,6 +52,8 @@ GATED = tuple(f"{name}:cross" for name in FEATURES if name not in MONO)
 # which kind of path the row comes from, read by the calibration only (model.py ``path_kinds``): the question over
 # the KB's pivot-language copies (ingest/pivot_copies.py), which the model's weights were never fitted on
 PIVOT_COPY = "pivot_copy"
+_UNGATED = FEATURES
+_GATED_FROM = [_UNGATED.index(name[:-len(":cross")]) for name in GATED]  # the column each gated copy gates
 FEATURES = FEATURES + GATED + (PIVOT_COPY,)
 MODEL_FEATURES: tuple[str, ...] = GATED + MONO  # what the shipped model and `tune`'s full variant read
 
@@ -62,10 +64,16 @@ def _group_max(groups: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
     return best
 
 
-def _within_language(dense: np.ndarray, langs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per candidate, against the candidates in the same language: z-score of the cosine (0 in groups of
-    fewer than 3), gap to the group's best, log rank in the group, and the group's share of the path."""
-    _, group = np.unique(langs, return_inverse=True)
+def _codes(values: Sequence[str]) -> np.ndarray:
+    """Each value's group number, in order of first appearance (``np.unique`` sorts Python strings: slower)."""
+    numbers: dict[str, int] = {}
+    return np.array([numbers.setdefault(value, len(numbers)) for value in values], dtype=np.intp)
+
+
+def _within_language(dense: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per candidate, against the candidates in the same language (``group``: each one's language as a
+    number): z-score of the cosine (0 in groups of fewer than 3), gap to the group's best, log rank in the
+    group, and the group's share of the path."""
     count = np.bincount(group).astype(float)
     mean = np.bincount(group, weights=dense) / count
     std = np.sqrt(np.maximum(np.bincount(group, weights=dense * dense) / count - mean * mean, 0.0))
@@ -79,16 +87,16 @@ def _within_language(dense: np.ndarray, langs: np.ndarray) -> tuple[np.ndarray, 
     return z, gap, np.log(rank), count[group] / len(dense)
 
 
-def _by_page(doc_ids: np.ndarray, langs: np.ndarray, dense: np.ndarray, bm25_norm: np.ndarray,
-             path_lang: str | None) -> tuple[np.ndarray, ...]:
+def _by_page(doc_ids: Sequence[str], lang_group: np.ndarray, same_lang: np.ndarray, dense: np.ndarray,
+             bm25_norm: np.ndarray) -> tuple[np.ndarray, ...]:
     """Per candidate, about its page among the path's candidates: log of how many languages the path found it
     in (on a parallel KB a relevant page is found in several), whether one of them is the path's language,
     the page's best cosine relative to the path's best, and its best normalised BM25."""
-    _, page = np.unique(doc_ids, return_inverse=True)
+    page = _codes(doc_ids)
     pages = int(page.max()) + 1
-    pairs = np.unique(np.stack([page, np.unique(langs, return_inverse=True)[1]]), axis=1)
-    languages = np.bincount(pairs[0], minlength=pages)
-    same = _group_max(page, (langs == path_lang).astype(float), pages)
+    pairs = np.unique(page * len(page) + lang_group)  # each (page, language) once
+    languages = np.bincount(pairs // len(page), minlength=pages)
+    same = _group_max(page, same_lang, pages)
     return (np.log(languages[page]), same[page], _group_max(page, dense, pages)[page] - dense.max(),
             _group_max(page, bm25_norm, pages)[page])
 
@@ -120,8 +128,8 @@ def feature_matrix(hits: Sequence[Hit], request: SearchRequest, query_terms: fro
     std = dense.std()
     coverage = np.array([len(query_terms & h.terms) / len(query_terms) if query_terms and h.terms is not None
                          else 0.0 for h in hits])
-    langs = np.array([h.passage.lang for h in hits], dtype=object)
-    same_lang = (langs == request.lang).astype(float)
+    langs = [h.passage.lang for h in hits]
+    same_lang = np.array([lang == request.lang for lang in langs], dtype=float)
     scripts = {lang: script_of(lang) == script_of(request.lang) for lang in set(langs)}
     same_script = np.array([scripts[lang] for lang in langs], dtype=float)
     bm25_norm = bm25 / bm25.max() if bm25.max() > 0 else np.zeros(n)
@@ -133,9 +141,10 @@ def feature_matrix(hits: Sequence[Hit], request: SearchRequest, query_terms: fro
     fair = dense - bias * same_lang
     fair_std = fair.std()
     other_lang = 1.0 - same_lang
-    lang_z, lang_gap, lang_rank, cand_share = _within_language(dense, langs)
+    lang_group = _codes(langs)
+    lang_z, lang_gap, lang_rank, cand_share = _within_language(dense, lang_group)
     page_langs, page_same, page_dense_gap, page_bm25 = _by_page(
-        np.array([h.passage.doc_id for h in hits], dtype=object), langs, dense, bm25_norm, request.lang)
+        [h.passage.doc_id for h in hits], lang_group, same_lang, dense, bm25_norm)
     mono = float(same_lang.all() or n < FEW_CANDIDATES)
     hybrid = dense_z + KEYWORD_WEIGHT * bm25_z
     parallel = float((page_langs > 0).mean())
@@ -166,6 +175,5 @@ def feature_matrix(hits: Sequence[Hit], request: SearchRequest, query_terms: fro
         "same_lang:par_share": same_lang * parallel, "page_same_lang:par_share": page_same * parallel,
         "bm25_z:par_share": bm25_z * parallel, PIVOT_COPY: np.full(n, float(request.index == "pivot_copies")),
     }
-    cross = 1.0 - mono
-    columns.update({gated: columns[gated[:-len(":cross")]] * cross for gated in GATED})
-    return np.column_stack([columns[name] for name in FEATURES])
+    ungated = np.array([columns[name] for name in _UNGATED]).T
+    return np.hstack([ungated, ungated[:, _GATED_FROM] * (1.0 - mono), columns[PIVOT_COPY][:, None]])

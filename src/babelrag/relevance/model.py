@@ -19,7 +19,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from functools import cache
+from functools import cache, cached_property
 from importlib.metadata import version
 from importlib.resources import files
 from typing import Any
@@ -68,8 +68,8 @@ class RelevanceModel:
                 logits[mine] = slope * logits[mine] + offset + rows[mine][:, _CALIBRATION_COLUMNS] @ np.asarray(weights)
         return 1.0 / (1.0 + np.exp(-logits))
 
-    @property
-    def _columns(self) -> list[int]:
+    @cached_property
+    def _columns(self) -> list[int]:  # read on every search: looked up once
         return [FEATURES.index(name) for name in self.features]
 
     @property
@@ -144,12 +144,15 @@ CALIBRATION_INPUTS = ("page_langs", "same_lang_share", "mono_path", "pool_size")
 _CALIBRATION_COLUMNS = [FEATURES.index(name) for name in CALIBRATION_INPUTS]
 
 
+_KIND_COLUMNS = {kind: FEATURES.index(name) for kind, name in
+                 (("translated", "translated"), ("generated", "generated"), ("pivot_copies", PIVOT_COPY))}
+
+
 def path_kinds(rows: np.ndarray) -> np.ndarray:
     """Each candidate's path kind, read off its ``translated``, ``generated`` and ``pivot_copy`` features."""
     kinds = np.full(len(rows), "as_written", dtype=object)
-    kinds[rows[:, FEATURES.index("translated")] > 0] = "translated"
-    kinds[rows[:, FEATURES.index("generated")] > 0] = "generated"
-    kinds[rows[:, FEATURES.index(PIVOT_COPY)] > 0] = "pivot_copies"
+    for kind, column in _KIND_COLUMNS.items():  # in this order: a later kind wins
+        kinds[rows[:, column] > 0] = kind
     return kinds
 
 

@@ -1,0 +1,51 @@
+"""The learned stage's per-language and per-page features, on a path whose numbers can be worked by hand."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from babelrag.relevance.features import FEATURES, feature_matrix
+from babelrag.types import Hit, Passage, SearchRequest
+
+# (language, page, cosine): page a in en (two chunks) and de, page b in en and sv, page c in de and en
+CANDIDATES = [("en", "a", 0.80), ("de", "a", 0.70), ("en", "b", 0.60), ("sv", "b", 0.50), ("de", "c", 0.40),
+              ("en", "c", 0.30), ("en", "a", 0.35)]
+
+
+def _columns(candidates: list[tuple[str, str, float]]) -> dict[str, np.ndarray]:
+    hits = [Hit(Passage(f"{page}-{lang}-{n}", "text", page, lang), cosine, "as_written", frozenset(),
+                {"cosine": cosine}) for n, (lang, page, cosine) in enumerate(candidates)]
+    rows = feature_matrix(hits, SearchRequest("question", "kb", "de"), frozenset())
+    return {name: rows[:, FEATURES.index(name)] for name in FEATURES}
+
+
+@pytest.fixture(scope="module")
+def columns() -> dict[str, np.ndarray]:
+    return _columns(CANDIDATES)
+
+
+def test_each_candidate_is_placed_among_its_own_language(columns) -> None:
+    assert columns["cand_lang_share"] == pytest.approx([4 / 7, 2 / 7, 4 / 7, 1 / 7, 2 / 7, 4 / 7, 4 / 7])
+    assert columns["dense_lang_gap"] == pytest.approx([0, 0, -0.2, 0, -0.3, -0.5, -0.45])
+    assert columns["lang_rank"] == pytest.approx(np.log([1, 1, 2, 1, 2, 4, 3]))
+    english = np.array([0.8, 0.6, 0.3, 0.35])
+    z = (english - english.mean()) / english.std()
+    assert columns["dense_lang_z"] == pytest.approx([z[0], 0, z[1], 0, 0, z[2], z[3]])  # groups under 3: 0
+
+
+def test_each_candidate_carries_what_the_path_found_of_its_page(columns) -> None:
+    assert columns["page_langs"] == pytest.approx(np.log([2] * 7))  # languages, not chunks
+    assert columns["page_same_lang"] == pytest.approx([1, 1, 0, 0, 1, 1, 1])  # a German version was found
+    assert columns["page_dense_gap"] == pytest.approx([0, 0, -0.2, -0.2, -0.4, -0.4, 0])
+    assert columns["par_share"] == pytest.approx([1.0] * 7) and math.isclose(columns["same_lang_share"][0], 2 / 7)
+
+
+def test_a_gated_copy_is_its_feature_on_a_cross_lingual_path_of_ten_or_more(columns) -> None:
+    """Under ten candidates a path is ranked as a monolingual one: every gated copy is 0."""
+    assert columns["mono_path"].all() and not columns["dense_lang_z:cross"].any()
+    longer = _columns(CANDIDATES + [(lang, f"{page}2", cosine - 0.01) for lang, page, cosine in CANDIDATES])
+    assert not longer["mono_path"].any()
+    for name in ("dense_lang_z", "page_langs", "hybrid", "coverage:other_lang"):
+        assert np.array_equal(longer[f"{name}:cross"], longer[name])
