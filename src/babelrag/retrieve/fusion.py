@@ -29,14 +29,14 @@ def _minmax(ranking: Ranking) -> dict[str, float]:
     return {h.passage.id: float(v) for h, v in zip(ranking.hits, values)}
 
 
-def _zscores(ranking: Ranking, candidates: Sequence[str], complete: bool) -> dict[str, float]:
-    """z over all ``candidates``; the ones this ranking did not return get 0 (complete) or its lowest score."""
+def _zscores(ranking: Ranking, candidates: Sequence[str], complete: bool) -> np.ndarray:
+    """z over all ``candidates``, in their order; the ones this ranking did not return get 0 (complete) or
+    its lowest score."""
     own = {h.passage.id: h.score for h in ranking.hits}
     missing = 0.0 if complete else min(own.values())
     values = np.array([own.get(pid, missing) for pid in candidates], dtype=np.float64)
     std = values.std()
-    z = (values - values.mean()) / std if std > 0 else np.zeros_like(values)
-    return dict(zip(candidates, z.tolist()))
+    return (values - values.mean()) / std if std > 0 else np.zeros_like(values)
 
 
 def fuse(rankings: Sequence[Ranking], method: str, label: str, rrf_k: int = 60,
@@ -84,9 +84,10 @@ def fuse(rankings: Sequence[Ranking], method: str, label: str, rrf_k: int = 60,
         scorer = rankings[0].scorer if same_scale else "max-minmax"
     elif method == "zscore":
         candidates = list(best)
+        summed = np.zeros(len(candidates))
         for w, ranking, flag in zip(weights, rankings, flags):
-            for pid, z in _zscores(ranking, candidates, flag).items():
-                totals[pid] = totals.get(pid, 0.0) + w * z
+            summed += w * _zscores(ranking, candidates, flag)
+        totals = dict(zip(candidates, summed.tolist()))
     else:
         raise ValueError(f"unknown fusion method '{method}'")
 

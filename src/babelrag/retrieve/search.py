@@ -24,38 +24,39 @@ from babelrag.types import Hit, Ranking, SearchRequest, Trace
 TRACE_HITS = 20  # per ranking in the trace; ≥ k, so evidence can be re-cut at any threshold
 
 
-def _ranking(label: str, arm: str, scored: Sequence[Scored]) -> Ranking:
-    """One arm's hits; each keeps the arm's score and 1-based rank as signals."""
+def _ranking(label: str, arm: str, scored: Sequence[Scored], cosines: dict[str, float] | None) -> Ranking:
+    """One arm's hits; each keeps the arm's score and 1-based rank as signals, and with ``cosines`` its
+    cosine to the path's re-scoring text (a hit without one was deleted meanwhile, and drops out)."""
+    if cosines is None:
+        return Ranking(label, "cosine" if arm == DENSE else "bm25",
+                       tuple(Hit(s.passage, s.score, label, s.terms, {arm: s.score, f"{arm}_rank": rank})
+                             for rank, s in enumerate(scored, start=1)))
     return Ranking(label, "cosine" if arm == DENSE else "bm25",
-                   tuple(Hit(s.passage, s.score, label, s.terms, {arm: s.score, f"{arm}_rank": rank})
-                         for rank, s in enumerate(scored, start=1)))
+                   tuple(Hit(s.passage, s.score, label, s.terms,
+                             {arm: s.score, f"{arm}_rank": rank, "cosine": cosines[s.passage.id]})
+                         for rank, s in enumerate(scored, start=1) if s.passage.id in cosines))
 
 
-def _from_cache(collection: Collection, cached: list[CachedArm], with_terms: bool) -> tuple[list[Ranking], int]:
-    """The cached arms as rankings, and how many of their passages were deleted since (they drop out)."""
+def _from_cache(collection: Collection, cached: list[CachedArm], with_terms: bool) -> list[list[Scored]]:
+    """The cached arms' hits, without the passages deleted since (they drop out)."""
     found = collection.fetch(list(dict.fromkeys(pid for _, _, hits, _ in cached for pid, _ in hits)), with_terms)
-    rankings = [_ranking(label, DENSE if scorer == "cosine" else SPARSE,
-                         [Scored(found[pid].passage, score, found[pid].terms if scorer == "bm25" else None)
-                          for pid, score in hits if pid in found])  # terms as a fresh search gives them: keyword hits
-                for label, scorer, hits, _ in cached]
-    return rankings, sum(len(hits) for _, _, hits, _ in cached) - sum(len(r) for r in rankings)
+    return [[Scored(found[pid].passage, score, found[pid].terms if scorer == "bm25" else None)
+             for pid, score in hits if pid in found]  # terms as a fresh search gives them: keyword hits
+            for _, scorer, hits, _ in cached]
 
 
-def _with_cosines(kb: KnowledgeBase, collection: Collection, request: SearchRequest,
-                  rankings: list[Ranking]) -> tuple[list[Ranking], int]:
-    """Every candidate with its cosine to the text the path is re-scored against (signal ``cosine``): the
-    dense arm's own score when that text is the path's own, else computed by the engine for the candidates
-    that lack it (keyword-only hits; every hit of a path re-scored against another text). A candidate
-    deleted meanwhile drops out; the second value counts them."""
+def _cosines(kb: KnowledgeBase, collection: Collection, request: SearchRequest, arms: Sequence[str],
+             scored: Sequence[Sequence[Scored]]) -> dict[str, float]:
+    """Every candidate's cosine to the text the path is re-scored against (signal ``cosine``): the dense
+    arm's own score when that text is the path's own, else computed by the engine for the candidates that
+    lack it (keyword-only hits; every hit of a path re-scored against another text). A candidate deleted
+    meanwhile has none."""
     own = request.rerank_text is None
-    known = {h.passage.id: h.score for r in rankings if own and r.scorer == "cosine" for h in r.hits}
-    missing = [pid for pid in dict.fromkeys(h.passage.id for r in rankings for h in r.hits) if pid not in known]
+    known = {s.passage.id: s.score for arm, hits in zip(arms, scored) if own and arm == DENSE for s in hits}
+    missing = [pid for pid in dict.fromkeys(s.passage.id for hits in scored for s in hits) if pid not in known]
     if missing:
         known.update(collection.cosines(kb.query_vector(request.rerank_text or request.text), missing))
-    rescored = [Ranking(r.label, r.scorer, tuple(
-        Hit(h.passage, h.score, h.path, h.terms, {**h.signals, "cosine": known[h.passage.id]})
-        for h in r.hits if h.passage.id in known)) for r in rankings]
-    return rescored, sum(len(r) for r in rankings) - sum(len(r) for r in rescored)
+    return known
 
 
 def searched(kb: KnowledgeBase, request: SearchRequest) -> Collection:
@@ -97,20 +98,25 @@ def retrieve(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, tr
     place = {"cached": True} if cached is not None else {"filter": repr(request.filter), "index": request.index}
     with trace.step("retrieve", request.label, **place) as record:
         if cached is not None:
-            rankings, vanished = _from_cache(collection, cached, rescoring)
+            labels = [label for label, _, _, _ in cached]
+            kinds = [DENSE if scorer == "cosine" else SPARSE for _, scorer, _, _ in cached]
+            scored = _from_cache(collection, cached, rescoring)
             complete = [done for _, _, _, done in cached]
+            vanished = sum(len(hits) for _, _, hits, _ in cached) - sum(len(hits) for hits in scored)
         else:
             results = collection.query(arms, where, config.candidates) if arms else []
-            rankings = [_ranking(f"{request.label}/{arm.arm}", arm.arm, scored)
-                        for arm, scored in zip(arms, results, strict=True)]
+            labels, kinds = [f"{request.label}/{arm.arm}" for arm in arms], [arm.arm for arm in arms]
+            scored = [result.hits for result in results]
             complete = [result.complete(config.candidates) for result in results]
             vanished = sum(result.returned - len(result) for result in results)
             if cache:
-                cache.put(key, [(r.label, r.scorer, [(h.passage.id, h.score) for h in r.hits], done)
-                                for r, done in zip(rankings, complete)])
-        if rescoring:
-            rankings, lost = _with_cosines(kb, collection, request, rankings)
-            vanished += lost
+                cache.put(key, [(label, "cosine" if kind == DENSE else "bm25", [(s.passage.id, s.score) for s in hits],
+                                 done) for label, kind, hits, done in zip(labels, kinds, scored, complete)])
+        cosines = _cosines(kb, collection, request, kinds, scored) if rescoring else None
+        rankings = [_ranking(label, kind, hits, cosines)
+                    for label, kind, hits in zip(labels, kinds, scored, strict=True)]
+        if rescoring:  # candidates deleted before their cosine was read drop out too
+            vanished += sum(len(hits) for hits in scored) - sum(len(r) for r in rankings)
         record["arms"] = [r.to_trace(TRACE_HITS) for r in rankings]
         if vanished:  # hits of passages deleted while this search ran: left out, counted per arm
             record["vanished"] = vanished
