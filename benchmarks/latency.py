@@ -4,12 +4,16 @@
 - ``synthetic``: 100,000 passages (random unit vectors, terms drawn from xquad-dev's real term
   distribution so BM25 does real work; HNSW built), queried with the same real questions.
 
-The embedding cache is off and the KB forgets query vectors before every search, so each
-search embeds its question like a new one. Modes are measured round-robin per question (the
-same noise hits every mode). Ratios are against the query embedding alone, measured in the same
-loop (target: hybrid p50 ≤ 1.3 × (embedding + 5 ms)), and against plain dense search (numpy
-brute force over the same stored vectors, embedding included: the dense floor).
-Run: python benchmarks/latency.py [--index pooled|synthetic|both] [--questions N]
+The embedding cache is off and the KB forgets query vectors before every search, so each search
+embeds its question like a new one. The store's memory of decoded passages is either warm for every
+mode (``--passages warm``, the default: an untimed pass first searches every question in every mode, as
+a server that has answered for a while) or forgotten before every search (``--passages cold``: each
+search reads its hits' payloads, as a process's first searches do); a mode never finds it warmed by
+another mode's search of the same question. Modes are measured round-robin per question (the same
+noise hits every mode). Ratios are against the query embedding alone, measured in the same loop
+(target: hybrid p50 ≤ 1.3 × (embedding + 5 ms)), and against plain dense search (numpy brute force
+over the same stored vectors, embedding included: the dense floor).
+Run: python benchmarks/latency.py [--index pooled|synthetic|both] [--questions N] [--passages warm|cold]
 """
 from __future__ import annotations
 
@@ -82,13 +86,17 @@ def build_synthetic(store: str, size: int = 100_000) -> None:
                   f"peak RSS of the building process {peak_rss_mb():.0f} MB")
 
 
-def measure(store: str, kb_name: str, questions: list, label: str) -> None:
+def measure(store: str, kb_name: str, questions: list, label: str, passages: str) -> None:
     times: dict[str, list[float]] = defaultdict(list)
     vectors = []
     with KnowledgeBase.open(kb_name, store) as kb:
         size, dim = kb.collection.count(), kb.embedder.dim
         searchers = {mode: Searcher(kb, preset_config(preset, {"country_filter": False}))
                      for mode, preset in MODES.items()}
+        if passages == "warm":  # every mode's hits of every question decoded once, untimed
+            for q in questions:
+                for searcher in searchers.values():
+                    searcher.search(Question(q.text, lang=q.lang))
         for n, q in enumerate([*questions[:10], *questions]):  # the first 10 warm up, unrecorded
             start = time.perf_counter()
             vectors.append(kb.embedder.embed([q.text], "query")[0])
@@ -96,6 +104,8 @@ def measure(store: str, kb_name: str, questions: list, label: str) -> None:
                 times["query embedding alone"].append(time.perf_counter() - start)
             for mode, searcher in searchers.items():
                 kb.forget_query_vectors()
+                if passages == "cold":
+                    kb.forget_passages()
                 start = time.perf_counter()
                 searcher.search(Question(q.text, lang=q.lang))
                 if n >= 10:
@@ -115,7 +125,8 @@ def measure(store: str, kb_name: str, questions: list, label: str) -> None:
         p50 = percentile(times[mode], 50)
         rows.append([mode, p50 * 1000, percentile(times[mode], 95) * 1000,
                      f"{p50 / (embed_p50 + 0.005):.2f}×", f"{p50 / floor:.2f}×"])
-    table(f"{label}: {size} passages, {len(questions)} questions; peak RSS while serving {serving_rss:.0f} MB",
+    table(f"{label}: {size} passages, {len(questions)} questions, passages {passages}; "
+          f"peak RSS while serving {serving_rss:.0f} MB",
           ["", "p50 ms", "p95 ms", "p50 / (embed + 5 ms)", "p50 / dense floor"], rows)
 
 
@@ -123,6 +134,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--index", choices=["pooled", "synthetic", "both"], default="both")
     parser.add_argument("--questions", type=int, default=200)
+    parser.add_argument("--passages", choices=["warm", "cold"], default="warm",
+                        help="the store's decoded passages warm for every mode, or forgotten before every search")
     parser.add_argument("--build-synthetic", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--measure", choices=["pooled", "synthetic"], help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -133,15 +146,15 @@ def main() -> None:
     elif args.measure:  # one process per index, so each peak memory is that index's own
         questions = random.Random(1).sample(load_squad_folder(XQUAD).questions, args.questions)
         if args.measure == "pooled":
-            measure(store, ensure_pooled_xquad(store), questions, "pooled xquad-dev")
+            measure(store, ensure_pooled_xquad(store), questions, "pooled xquad-dev", args.passages)
         else:
-            measure(store, SYNTHETIC, questions, "synthetic 100k (HNSW)")
+            measure(store, SYNTHETIC, questions, "synthetic 100k (HNSW)", args.passages)
     else:
         for index in (["pooled", "synthetic"] if args.index == "both" else [args.index]):
             if index == "synthetic" and not open_store(store).exists(SYNTHETIC):
                 subprocess.run([sys.executable, __file__, "--build-synthetic"], check=True)
-            subprocess.run([sys.executable, __file__, "--measure", index, "--questions", str(args.questions)],
-                           check=True)
+            subprocess.run([sys.executable, __file__, "--measure", index, "--questions", str(args.questions),
+                            "--passages", args.passages], check=True)
 
 
 if __name__ == "__main__":

@@ -196,6 +196,23 @@ def test_cold_runs_embed_every_question_afresh(xquad_store: str, small_xquad: li
     assert sum(calls) == 0 and warm.metrics["timing"]["mode"] == "warm"  # warm: served from the caches
 
 
+@pytest.mark.slow
+def test_cold_runs_read_every_questions_passages_from_the_store(xquad_store: str, small_xquad: list[Path],
+                                                                tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cold timing: no question is served passages another question's search decoded (the store's memory)."""
+    from babelrag.store.edge import EdgeCollection
+
+    corpus = load_squad_folder(small_xquad[0].parent)
+    golden = [GoldenQuestion(id=f"{q.lang}:{q.qid}", question=q.text, lang=q.lang, kb="xq", gold_pages=(q.page,))
+              for q in corpus.questions if q.lang == "de"][:8]
+    reads: list[int] = []
+    original = EdgeCollection._read_points
+    monkeypatch.setattr(EdgeCollection, "_read_points", lambda self, points: reads.append(len(points)) or
+                        original(self, points))
+    run_config("v1", preset_config("vector"), golden, tmp_path / "a", xquad_store)
+    assert len(reads) == 1 + len(golden)  # the warm-up's search, then every question's own
+
+
 def test_non_parallel_layouts_hold_each_page_in_one_language(tmp_path: Path) -> None:
     from babelrag.experiments.datasets import Sources
     from babelrag.registry import DATASETS

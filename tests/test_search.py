@@ -114,7 +114,7 @@ def test_an_arm_that_loses_a_deleted_hit_still_counts_as_cut_at_its_limit(
     request = SearchRequest("Broncos Panthers Super Bowl Levi's Stadium", "xq", "de")
     shard = _LosesOnePayload(kb.collection._shard)
     monkeypatch.setattr(kb.collection, "_shard", shard)
-    kb.collection._loaded.passages.forget()  # as the deletion itself does: no passage is served from memory
+    kb.forget_passages()  # as the deletion itself does: no passage is served from memory
     fused_with = []
     monkeypatch.setattr(search, "fuse", lambda *args, complete, **options: fused_with.append(complete)
                         or real_fuse(*args, complete=complete, **options))

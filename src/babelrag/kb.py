@@ -91,6 +91,13 @@ class KnowledgeBase:
         with self._memo_lock:
             self._query_vectors.clear()
 
+    def forget_passages(self) -> None:
+        """Drop the decoded passages the store keeps between searches, of the KB and of its pivot copies when
+        open (timed runs measure each question cold: no question reads what another one's search decoded)."""
+        self.collection.forget_passages()
+        if self._pivot_copies is not None:
+            self._pivot_copies.forget_passages()
+
     def pivot_copies(self, create: bool = False) -> Collection | None:
         """The collection of this KB's pivot-language copies (``_pivot.<kb>``, ingest/pivot_copies.py), opened
         on first use; None when none were made for this KB as it is (copies of a KB rebuilt since, or of an

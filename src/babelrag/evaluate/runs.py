@@ -13,10 +13,10 @@ such as a ``TypeError`` — stops the run with its traceback; rows are written i
 question it stopped at has none and a resumed run starts there.
 
 Timing (``timing``): ``cold`` (default) measures each question's own work — no candidates reused
-from a cache, its query vectors embedded afresh — after an untimed warm-up that loads the
-analyzers; model calls count at their original cost, so ``latency_ms = retrieval_ms + model_ms``
-does not depend on what earlier runs left in the caches. ``warm`` reuses cached candidates and
-query vectors (fast sweeps) and says so in the metrics.
+from a cache, its query vectors embedded afresh, its hits' passages read from the store — after an
+untimed warm-up that loads the analyzers; model calls count at their original cost, so
+``latency_ms = retrieval_ms + model_ms`` does not depend on what earlier runs left in the caches.
+``warm`` reuses cached candidates and query vectors (fast sweeps) and says so in the metrics.
 
 Concurrency (``concurrency``): N questions in flight on threads, across the run's KBs (an LLM endpoint
 with N slots, or a remote API, works on N at once). Rows are written in a sequential run's order
@@ -67,7 +67,7 @@ FROZEN = {"config": "configuration", "golden": "golden set", "index": "--kb choi
 Timing = Literal["cold", "warm"]
 TIMING_NOTES: dict[str, str] = {
     "cold": "cold: each question's own retrieval work (no cached candidates, query vectors embedded afresh, "
-            "analyzers warmed up before timing); model calls at their original cost",
+            "passages read from the store, analyzers warmed up before timing); model calls at their original cost",
     "warm": "warm: candidates and query vectors reused from caches (sweep mode); retrieval times measure the caches",
 }
 CONCURRENCY_NOTE = ("{n} questions in flight: each question's times include waiting for shared cores and model "
@@ -198,11 +198,13 @@ class _Runner:
         except MODEL_FAILURES:  # left to the questions (each records its own)
             pass
         self.kb.forget_query_vectors()
+        self.kb.forget_passages()
 
     def row(self, question: GoldenQuestion, alone: bool = True) -> dict[str, Any]:
         """``alone``: no other question in flight, so forgetting query vectors costs nobody else."""
         if self.timing == "cold" and alone:
             self.kb.forget_query_vectors()
+            self.kb.forget_passages()
         start = time.perf_counter()
         if self.answerer is not None:
             reply = self.answerer.ask(question.as_question())

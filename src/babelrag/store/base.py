@@ -53,6 +53,11 @@ class Collection(Protocol):
 
     def fetch(self, passage_ids: Sequence[str], with_terms: bool = False) -> dict[str, Scored]: ...
 
+    def forget_passages(self) -> None:
+        """Drop the decoded passages an adapter keeps between searches, if it keeps any: the next search reads
+        every hit's payload, as a cold timing must."""
+        ...
+
     def scroll(self, where: Where | None = None, limit: int | None = None) -> list[Passage]: ...
 
     def points(self, where: Where | None = None) -> Iterator[StoredPoint]:

@@ -200,6 +200,9 @@ class EdgeCollection:
             params=qe.SearchParams(exact=True))]))
         return {by_point[str(p.id)]: float(p.score) for p in points}
 
+    def forget_passages(self) -> None:
+        self._loaded.passages.forget()
+
     def fetch(self, passage_ids: Sequence[str], with_terms: bool = False) -> dict[str, Scored]:
         records = self._shard.retrieve([point_id(pid) for pid in passage_ids], with_payload=True,
                                        with_vector=TERMS if with_terms else False)

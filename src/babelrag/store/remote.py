@@ -132,6 +132,9 @@ class RemoteCollection:
             search_params=qm.SearchParams(exact=True))
         return {by_point[str(p.id)]: float(p.score) for p in response.points}
 
+    def forget_passages(self) -> None:
+        """Nothing to forget: every search reads its hits' payloads from the server."""
+
     def fetch(self, passage_ids: Sequence[str], with_terms: bool = False) -> dict[str, Scored]:
         records = self._client.retrieve(self.name, [point_id(pid) for pid in passage_ids], with_payload=True,
                                         with_vectors=TERMS if with_terms else False)
