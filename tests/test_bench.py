@@ -207,8 +207,8 @@ def test_cold_runs_read_every_questions_passages_from_the_store(xquad_store: str
               for q in corpus.questions if q.lang == "de"][:8]
     reads: list[int] = []
     original = EdgeCollection._read_points
-    monkeypatch.setattr(EdgeCollection, "_read_points", lambda self, points: reads.append(len(points)) or
-                        original(self, points))
+    monkeypatch.setattr(EdgeCollection, "_read_points", lambda self, points, with_terms: reads.append(len(points))
+                        or original(self, points, with_terms))
     run_config("v1", preset_config("vector"), golden, tmp_path / "a", xquad_store)
     assert len(reads) == 1 + len(golden)  # the warm-up's search, then every question's own
 

@@ -26,34 +26,43 @@ class _Shard:
         self.texts = {point: f"text {point}" for point in range(10)}
         self.asked: list[list[int]] = []
 
-    def read(self, points: list[int]) -> dict[int, Known]:
+    def read(self, points: list[int], with_terms: bool = True) -> dict[int, Known]:
         self.asked.append(list(points))
-        return {point: (_passage(point, self.texts[point]), array("I", [point])) for point in points
-                if point in self.texts}
+        return {point: (_passage(point, self.texts[point]), array("I", [point]) if with_terms else None)
+                for point in points if point in self.texts}
 
 
 def test_only_points_not_yet_decoded_are_read() -> None:
     cache, shard = PassageCache(), _Shard()
-    assert set(cache.passages([1, 2, 3], shard.read)) == {1, 2, 3}
-    found = cache.passages([2, 3, 4], shard.read)
+    assert set(cache.passages([1, 2, 3], shard.read, True)) == {1, 2, 3}
+    found = cache.passages([2, 3, 4], shard.read, True)
     assert shard.asked == [[1, 2, 3], [4]]
     assert [found[p][0].text for p in (2, 3, 4)] == ["text 2", "text 3", "text 4"]
+
+
+def test_terms_are_read_only_when_a_search_needs_them() -> None:
+    cache, shard = PassageCache(), _Shard()
+    assert cache.passages([1, 2], lambda points: shard.read(points, with_terms=False), False)[1][1] is None
+    assert cache.passages([1, 2], shard.read, False)[1][1] is None and shard.asked == [[1, 2]]  # enough as read
+    assert list(cache.passages([2, 3], shard.read, True)[2][1]) == [2]  # read again, with terms
+    cache.passages([2, 3], shard.read, False)
+    assert shard.asked == [[1, 2], [2, 3]]
 
 
 def test_a_point_the_shard_no_longer_has_is_left_out_and_not_remembered() -> None:
     cache, shard = PassageCache(), _Shard()
     del shard.texts[5]
-    assert set(cache.passages([4, 5], shard.read)) == {4}
-    cache.passages([5], shard.read)
+    assert set(cache.passages([4, 5], shard.read, True)) == {4}
+    cache.passages([5], shard.read, True)
     assert shard.asked == [[4, 5], [5]]
 
 
 def test_after_a_write_every_passage_is_read_again() -> None:
     cache, shard = PassageCache(), _Shard()
-    cache.passages([1, 2], shard.read)
+    cache.passages([1, 2], shard.read, True)
     shard.texts[1] = "changed"
     cache.forget()
-    assert cache.passages([1, 2], shard.read)[1][0].text == "changed"
+    assert cache.passages([1, 2], shard.read, True)[1][0].text == "changed"
     assert shard.asked == [[1, 2], [1, 2]]
 
 
@@ -67,19 +76,19 @@ def test_a_read_that_overlapped_a_write_is_not_kept() -> None:
         cache.forget()
         return found
 
-    assert cache.passages([1], read_while_a_write_lands)[1][0].text == "text 1"
+    assert cache.passages([1], read_while_a_write_lands, True)[1][0].text == "text 1"
     assert len(cache) == 0
-    assert cache.passages([1], shard.read)[1][0].text == "changed"
+    assert cache.passages([1], shard.read, True)[1][0].text == "changed"
 
 
 def test_the_least_recently_used_passages_go_first() -> None:
     cache, shard = PassageCache(capacity=3), _Shard()
-    cache.passages([1, 2, 3], shard.read)
-    cache.passages([1], shard.read)  # 1 is now the most recent
-    cache.passages([4], shard.read)  # over the bound: 2, the least recent, goes
+    cache.passages([1, 2, 3], shard.read, True)
+    cache.passages([1], shard.read, True)  # 1 is now the most recent
+    cache.passages([4], shard.read, True)  # over the bound: 2, the least recent, goes
     assert len(cache) == 3
     shard.asked.clear()
-    cache.passages([1, 3, 4, 2], shard.read)
+    cache.passages([1, 3, 4, 2], shard.read, True)
     assert shard.asked == [[2]]
 
 

@@ -176,13 +176,18 @@ class EdgeCollection:
         # each ``.id`` read builds a Python UUID: read once per point
         found = [[(p.id, p.score) for p in points] for points in answers]
         distinct = list(dict.fromkeys(point for hits in found for point, _ in hits))
-        known = self._loaded.passages.passages(distinct, self._read_points)
-        return [ArmHits(tuple(Scored(known[point][0], float(score), frozenset(known[point][1]) if arm.with_terms
-                                     else None)
+        with_terms = any(arm.with_terms for arm in arms)
+        known = self._loaded.passages.passages(distinct, lambda missing: self._read_points(missing, with_terms),
+                                               with_terms)
+        return [ArmHits(tuple(Scored(known[point][0], float(score), frozenset(known[point][1])
+                                     if arm.with_terms else None)
                               for point, score in hits if point in known), len(hits))
                 for arm, hits in zip(arms, found, strict=True)]
 
-    def _read_points(self, points: list[Any]) -> dict[Any, Known]:
+    def _read_points(self, points: list[Any], with_terms: bool) -> dict[Any, Known]:
+        if not with_terms:
+            return {record.id: (passage_of(record.payload), None)
+                    for record in self._shard.retrieve(points, with_payload=True, with_vector=False)}
         known = {}
         for record in self._shard.retrieve(points, with_payload=True, with_vector=TERMS):
             sparse = (record.vector or {}).get(SPARSE)  # one access: the engine converts on each

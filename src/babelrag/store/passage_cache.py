@@ -20,7 +20,8 @@ from collections.abc import Callable, Hashable, Sequence
 from babelrag.types import Passage
 
 CAPACITY = 10_000  # points per loaded shard: measured about 2.7 KB each on XQuAD (text, metadata and terms)
-Known = tuple[Passage, array]  # a point's passage, and the term ids of its keyword vector (typecode "I")
+# a point's passage, and the term ids of its keyword vector (typecode "I"; None: not read, no search needed them)
+Known = tuple[Passage, array | None]
 
 
 class PassageCache:
@@ -30,15 +31,16 @@ class PassageCache:
         self._generation = 0
         self._lock = threading.Lock()
 
-    def passages(self, points: Sequence[Hashable],
-                 read: Callable[[list[Hashable]], dict[Hashable, Known]]) -> dict[Hashable, Known]:
-        """Each point's passage and terms: from memory, else ``read`` from the shard (a point it does not
-        return is gone, and left out)."""
+    def passages(self, points: Sequence[Hashable], read: Callable[[list[Hashable]], dict[Hashable, Known]],
+                 with_terms: bool) -> dict[Hashable, Known]:
+        """Each point's passage (and terms, ``with_terms``): from memory, else ``read`` from the shard (a point
+        it does not return is gone, and left out). Terms are read only when a search needs them: a dense-only
+        search reads less, and a later keyword search reads a point again to add them."""
         with self._lock:
             found = {}
             for point in points:
                 known = self._passages.get(point)
-                if known is not None:
+                if known is not None and (known[1] is not None or not with_terms):
                     self._passages.move_to_end(point)
                     found[point] = known
             generation = self._generation
