@@ -5,14 +5,14 @@
   distribution so BM25 does real work; HNSW built), queried with the same real questions.
 
 The embedding cache is off and the KB forgets query vectors before every search, so each search
-embeds its question like a new one. The store's memory of decoded passages is either warm for every
-mode (``--passages warm``, the default: an untimed pass first searches every question in every mode, as
-a server that has answered for a while) or forgotten before every search (``--passages cold``: each
-search reads its hits' payloads, as a process's first searches do); a mode never finds it warmed by
-another mode's search of the same question. Modes are measured round-robin per question (the same
-noise hits every mode). Ratios are against the query embedding alone, measured in the same loop
-(target: hybrid p50 ≤ 1.3 × (embedding + 5 ms)), and against plain dense search (numpy brute force
-over the same stored vectors, embedding included: the dense floor).
+embeds its question like a new one. The store's memory of decoded passages is the same for every mode:
+warm (``--passages warm``, the default: before each question's timed round an untimed one searches it in
+every mode, as a server that has seen its passages before) or forgotten before every search
+(``--passages cold``: each search reads its hits' payloads, as a process's first searches do). Modes are
+measured round-robin per question (the same noise hits every mode). Ratios are against the query
+embedding alone, measured in the same loop (target: hybrid p50 ≤ 1.3 × (embedding + 5 ms)), and
+against plain dense search (numpy brute force over the same stored vectors, embedding included: the
+dense floor).
 Run: python benchmarks/latency.py [--index pooled|synthetic|both] [--questions N] [--passages warm|cold]
 """
 from __future__ import annotations
@@ -93,11 +93,10 @@ def measure(store: str, kb_name: str, questions: list, label: str, passages: str
         size, dim = kb.collection.count(), kb.embedder.dim
         searchers = {mode: Searcher(kb, preset_config(preset, {"country_filter": False}))
                      for mode, preset in MODES.items()}
-        if passages == "warm":  # every mode's hits of every question decoded once, untimed
-            for q in questions:
+        for n, q in enumerate([*questions[:10], *questions]):  # the first 10 warm up, unrecorded
+            if passages == "warm":  # every mode's hits of this question decoded, untimed, before any is timed
                 for searcher in searchers.values():
                     searcher.search(Question(q.text, lang=q.lang))
-        for n, q in enumerate([*questions[:10], *questions]):  # the first 10 warm up, unrecorded
             start = time.perf_counter()
             vectors.append(kb.embedder.embed([q.text], "query")[0])
             if n >= 10:

@@ -11,8 +11,11 @@ import pytest
 from babelrag.retrieve import bm25
 from babelrag.store.base import open_store
 from babelrag.store.passage_cache import Known, PassageCache
-from babelrag.store.schema import DENSE, ArmQuery, CollectionSpec, Match, StoredPoint, Where
+from babelrag.store.schema import DENSE, SPARSE, ArmQuery, CollectionSpec, Match, StoredPoint, Where
 from babelrag.types import Passage
+
+
+TERMS_OF_ALL = set(range(10))  # every point's terms wanted
 
 
 def _passage(point: int, text: str = "") -> Passage:
@@ -34,35 +37,48 @@ class _Shard:
 
 def test_only_points_not_yet_decoded_are_read() -> None:
     cache, shard = PassageCache(), _Shard()
-    assert set(cache.passages([1, 2, 3], shard.read, True)) == {1, 2, 3}
-    found = cache.passages([2, 3, 4], shard.read, True)
+    assert set(cache.passages([1, 2, 3], shard.read, TERMS_OF_ALL)) == {1, 2, 3}
+    found = cache.passages([2, 3, 4], shard.read, TERMS_OF_ALL)
     assert shard.asked == [[1, 2, 3], [4]]
     assert [found[p][0].text for p in (2, 3, 4)] == ["text 2", "text 3", "text 4"]
 
 
 def test_terms_are_read_only_when_a_search_needs_them() -> None:
     cache, shard = PassageCache(), _Shard()
-    assert cache.passages([1, 2], lambda points: shard.read(points, with_terms=False), False)[1][1] is None
-    assert cache.passages([1, 2], shard.read, False)[1][1] is None and shard.asked == [[1, 2]]  # enough as read
-    assert list(cache.passages([2, 3], shard.read, True)[2][1]) == [2]  # read again, with terms
-    cache.passages([2, 3], shard.read, False)
+    assert cache.passages([1, 2], lambda points: shard.read(points, with_terms=False), set())[1][1] is None
+    assert cache.passages([1, 2], shard.read, set())[1][1] is None and shard.asked == [[1, 2]]  # enough as read
+    assert list(cache.passages([2, 3], shard.read, {2})[2][1]) == [2]  # 2 read again, with terms
+    cache.passages([1, 2, 3], shard.read, {2})
     assert shard.asked == [[1, 2], [2, 3]]
+
+
+def test_a_read_without_terms_does_not_drop_terms_another_search_just_read() -> None:
+    cache, shard = PassageCache(), _Shard()
+
+    def dense_only_read_overtaken_by_a_keyword_search(points: list[int]) -> dict[int, Known]:
+        found = shard.read(points, with_terms=False)
+        cache.passages(points, shard.read, set(points))  # meanwhile, a keyword search reads them with terms
+        return found
+
+    cache.passages([1], dense_only_read_overtaken_by_a_keyword_search, set())
+    shard.asked.clear()
+    assert list(cache.passages([1], shard.read, {1})[1][1]) == [1] and shard.asked == []
 
 
 def test_a_point_the_shard_no_longer_has_is_left_out_and_not_remembered() -> None:
     cache, shard = PassageCache(), _Shard()
     del shard.texts[5]
-    assert set(cache.passages([4, 5], shard.read, True)) == {4}
-    cache.passages([5], shard.read, True)
+    assert set(cache.passages([4, 5], shard.read, TERMS_OF_ALL)) == {4}
+    cache.passages([5], shard.read, TERMS_OF_ALL)
     assert shard.asked == [[4, 5], [5]]
 
 
 def test_after_a_write_every_passage_is_read_again() -> None:
     cache, shard = PassageCache(), _Shard()
-    cache.passages([1, 2], shard.read, True)
+    cache.passages([1, 2], shard.read, TERMS_OF_ALL)
     shard.texts[1] = "changed"
     cache.forget()
-    assert cache.passages([1, 2], shard.read, True)[1][0].text == "changed"
+    assert cache.passages([1, 2], shard.read, TERMS_OF_ALL)[1][0].text == "changed"
     assert shard.asked == [[1, 2], [1, 2]]
 
 
@@ -76,19 +92,19 @@ def test_a_read_that_overlapped_a_write_is_not_kept() -> None:
         cache.forget()
         return found
 
-    assert cache.passages([1], read_while_a_write_lands, True)[1][0].text == "text 1"
+    assert cache.passages([1], read_while_a_write_lands, TERMS_OF_ALL)[1][0].text == "text 1"
     assert len(cache) == 0
-    assert cache.passages([1], shard.read, True)[1][0].text == "changed"
+    assert cache.passages([1], shard.read, TERMS_OF_ALL)[1][0].text == "changed"
 
 
 def test_the_least_recently_used_passages_go_first() -> None:
     cache, shard = PassageCache(capacity=3), _Shard()
-    cache.passages([1, 2, 3], shard.read, True)
-    cache.passages([1], shard.read, True)  # 1 is now the most recent
-    cache.passages([4], shard.read, True)  # over the bound: 2, the least recent, goes
+    cache.passages([1, 2, 3], shard.read, TERMS_OF_ALL)
+    cache.passages([1], shard.read, TERMS_OF_ALL)  # 1 is now the most recent
+    cache.passages([4], shard.read, TERMS_OF_ALL)  # over the bound: 2, the least recent, goes
     assert len(cache) == 3
     shard.asked.clear()
-    cache.passages([1, 3, 4, 2], shard.read, True)
+    cache.passages([1, 3, 4, 2], shard.read, TERMS_OF_ALL)
     assert shard.asked == [[2]]
 
 
@@ -97,12 +113,14 @@ class _CountsReads:
 
     def __init__(self, shard) -> None:
         self._shard, self.reads, self.during_update = shard, 0, None
+        self.asked: list[tuple[int, bool]] = []  # per payload read: how many points, whether with their terms
 
     def __getattr__(self, name: str):
         return getattr(self._shard, name)
 
     def retrieve(self, ids, **options):
         self.reads += 1
+        self.asked.append((len(ids), bool(options.get("with_vector"))))
         return self._shard.retrieve(ids, **options)
 
     def update(self, operation):  # a search may run just before the engine's change and just after it
@@ -131,10 +149,20 @@ def _texts(collection) -> list[str]:
     return sorted(h.passage.text for h in hits)
 
 
-def test_a_repeated_search_reads_no_payload(edge) -> None:
+def test_a_repeated_search_reads_no_payload_until_the_passages_are_forgotten(edge) -> None:
     _texts(edge)
     _texts(edge)
     assert edge._shard.reads == 1
+    edge.forget_passages()  # as a cold timing does before each question
+    _texts(edge)
+    assert edge._shard.reads == 2
+
+
+def test_only_a_keyword_arms_hits_are_read_with_their_terms(edge) -> None:
+    (dense, keyword) = edge.query([ArmQuery(DENSE, dense=np.ones(4, dtype=np.float32)),
+                                   ArmQuery(SPARSE, sparse=bm25.query_vector(["word2"]), with_terms=True)], None, 10)
+    assert len(dense) == 4 and [h.passage.id for h in keyword] == ["p2"] and keyword[0].terms
+    assert sorted(edge._shard.asked) == [(1, True), (3, False)]
 
 
 def test_a_search_in_the_middle_of_a_write_leaves_nothing_stale(edge) -> None:

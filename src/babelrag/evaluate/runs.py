@@ -22,7 +22,8 @@ Concurrency (``concurrency``): N questions in flight on threads, across the run'
 with N slots, or a remote API, works on N at once). Rows are written in a sequential run's order
 whatever finishes first, so the folder, its resumption and the traces (apart from seconds) are those
 of a sequential run; a question's times then include waiting for shared cores and model slots (and
-cold runs keep query vectors other questions embedded), and the metrics say so.
+cold runs keep query vectors other questions embedded and passages their searches read), and the metrics
+say so.
 """
 from __future__ import annotations
 
@@ -71,7 +72,8 @@ TIMING_NOTES: dict[str, str] = {
     "warm": "warm: candidates and query vectors reused from caches (sweep mode); retrieval times measure the caches",
 }
 CONCURRENCY_NOTE = ("{n} questions in flight: each question's times include waiting for shared cores and model "
-                    "slots; compare latencies between runs at the same concurrency")
+                    "slots, and a cold run keeps what questions in flight together embedded and read; compare "
+                    "latencies between runs at the same concurrency")
 ABORT_AFTER = 10  # this many questions failing in a row, none scored yet: a broken setup, not bad answers
 # what a model or endpoint can do to one question that no method's fallback caught: recorded, never fatal
 MODEL_FAILURES = (LLMError, DeadlineExceeded)

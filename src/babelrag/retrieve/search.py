@@ -89,7 +89,7 @@ def _arm_queries(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig
 def retrieve(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, trace: Trace,
              rescoring: bool = False, cache: RetrievalCache | None = None) -> Ranking:
     """Candidates for one request: each arm's top ``candidates``, fused when hybrid. ``rescoring``: each
-    carries what a re-scorer reads (its cosine to the re-scoring text, keyword terms; ``_with_cosines``)."""
+    carries what a re-scorer reads (its cosine to the re-scoring text, ``_cosines``; keyword terms)."""
     collection = searched(kb, request)
     where = copies_where(request.filter) if request.index == "pivot_copies" else where_for(request.filter)
     key = cache.key(kb, request, config) if cache else None

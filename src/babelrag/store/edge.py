@@ -17,6 +17,7 @@ import shutil
 import threading
 from array import array
 from collections.abc import Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -176,7 +177,7 @@ class EdgeCollection:
         # each ``.id`` read builds a Python UUID: read once per point
         found = [[(p.id, p.score) for p in points] for points in answers]
         distinct = list(dict.fromkeys(point for hits in found for point, _ in hits))
-        with_terms = any(arm.with_terms for arm in arms)
+        with_terms = {point for arm, hits in zip(arms, found) if arm.with_terms for point, _ in hits}
         known = self._loaded.passages.passages(distinct, lambda missing: self._read_points(missing, with_terms),
                                                with_terms)
         return [ArmHits(tuple(Scored(known[point][0], float(score), frozenset(known[point][1])
@@ -184,12 +185,14 @@ class EdgeCollection:
                               for point, score in hits if point in known), len(hits))
                 for arm, hits in zip(arms, found, strict=True)]
 
-    def _read_points(self, points: list[Any], with_terms: bool) -> dict[Any, Known]:
-        if not with_terms:
-            return {record.id: (passage_of(record.payload), None)
-                    for record in self._shard.retrieve(points, with_payload=True, with_vector=False)}
-        known = {}
-        for record in self._shard.retrieve(points, with_payload=True, with_vector=TERMS):
+    def _read_points(self, points: list[Any], with_terms: AbstractSet[Any]) -> dict[Any, Known]:
+        """Each point's passage, and its keyword terms when it is in ``with_terms`` (one engine call for each
+        kind of point present)."""
+        plain = [point for point in points if point not in with_terms]
+        known: dict[Any, Known] = {record.id: (passage_of(record.payload), None) for record in
+                                   (self._shard.retrieve(plain, with_payload=True, with_vector=False) if plain else [])}
+        termed = [point for point in points if point in with_terms]
+        for record in self._shard.retrieve(termed, with_payload=True, with_vector=TERMS) if termed else []:
             sparse = (record.vector or {}).get(SPARSE)  # one access: the engine converts on each
             known[record.id] = (passage_of(record.payload), array("I", sparse.indices if sparse else ()))
         return known

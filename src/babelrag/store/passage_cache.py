@@ -16,6 +16,7 @@ import threading
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Set as AbstractSet
 
 from babelrag.types import Passage
 
@@ -32,15 +33,15 @@ class PassageCache:
         self._lock = threading.Lock()
 
     def passages(self, points: Sequence[Hashable], read: Callable[[list[Hashable]], dict[Hashable, Known]],
-                 with_terms: bool) -> dict[Hashable, Known]:
-        """Each point's passage (and terms, ``with_terms``): from memory, else ``read`` from the shard (a point
-        it does not return is gone, and left out). Terms are read only when a search needs them: a dense-only
-        search reads less, and a later keyword search reads a point again to add them."""
+                 with_terms: AbstractSet[Hashable]) -> dict[Hashable, Known]:
+        """Each point's passage (and terms, for the points in ``with_terms``): from memory, else ``read`` from
+        the shard (a point it does not return is gone, and left out). Terms are read only for the points a
+        search needs them of (a keyword arm's hits); a later search that needs them reads the point again."""
         with self._lock:
             found = {}
             for point in points:
                 known = self._passages.get(point)
-                if known is not None and (known[1] is not None or not with_terms):
+                if known is not None and (known[1] is not None or point not in with_terms):
                     self._passages.move_to_end(point)
                     found[point] = known
             generation = self._generation
@@ -49,7 +50,9 @@ class PassageCache:
             fresh = read(missing)
             with self._lock:
                 if generation == self._generation:  # no write since the read began: these are current
-                    self._passages.update(fresh)
+                    for point, known in fresh.items():  # never drop terms another search just read
+                        held = self._passages.get(point)
+                        self._passages[point] = held if known[1] is None and held and held[1] is not None else known
                     while len(self._passages) > self.capacity:
                         self._passages.popitem(last=False)
             found.update(fresh)
