@@ -51,6 +51,7 @@ from babelrag.store.schema import (
     scroll_pages,
     scroll_points,
     staging_name,
+    term_indices,
 )
 from babelrag.types import Passage
 
@@ -193,8 +194,7 @@ class EdgeCollection:
                                    (self._shard.retrieve(plain, with_payload=True, with_vector=False) if plain else [])}
         termed = [point for point in points if point in with_terms]
         for record in self._shard.retrieve(termed, with_payload=True, with_vector=TERMS) if termed else []:
-            sparse = (record.vector or {}).get(SPARSE)  # one access: the engine converts on each
-            known[record.id] = (passage_of(record.payload), array("I", sparse.indices if sparse else ()))
+            known[record.id] = (passage_of(record.payload), array("I", term_indices(record) or ()))
         return known
 
     def cosines(self, vector: np.ndarray, passage_ids: Sequence[str]) -> dict[str, float]:

@@ -153,10 +153,16 @@ VECTORS = [DENSE, SPARSE]  # a point in full (copying, restoring)
 TERMS = [SPARSE]  # what ``with_terms`` asks either engine for: the keyword vector only
 
 
+def term_indices(record: Any) -> Sequence[int] | None:
+    """The term ids of a returned point's keyword vector, as the engine gives them, when it was asked for."""
+    sparse = (record.vector or {}).get(SPARSE)  # one access: the engine converts on each
+    return sparse.indices if sparse is not None else None
+
+
 def terms_of(record: Any) -> frozenset[int] | None:
     """The term ids of a returned point's keyword vector, when it was asked for."""
-    sparse = (record.vector or {}).get(SPARSE)  # one access: the engine converts on each
-    return frozenset(sparse.indices) if sparse is not None else None
+    indices = term_indices(record)
+    return frozenset(indices) if indices is not None else None
 
 
 def scored_of(record: Any, score: float, with_terms: bool) -> Scored:
