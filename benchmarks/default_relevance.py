@@ -281,9 +281,8 @@ def leave_one_language_out(dev: dict[str, Candidates], test: dict[str, Candidate
     for lang in langs:
         train = Candidates.concat([c.select([i for i, (_, asked) in zip(c.ids, c.cells) if asked != lang])
                                    for c in dev.values()])
-        fit_on = train.one_version()  # fitted as the shipped model is (one gold version per path)
-        unseen = fit(train.rows[fit_on], train.labels[fit_on], {"name": f"without-{lang}", "embedder": "-"},
-                     features=features)
+        unseen = fit(train.rows, train.labels, train.path_keys(), {"name": f"without-{lang}", "embedder": "-"},
+                     features=features)  # fitted as the shipped model is
         for layout, candidates in test.items():
             held = candidates.select([i for i, (_, asked) in zip(candidates.ids, candidates.cells) if asked == lang])
             if len(held.rows):

@@ -94,7 +94,7 @@ def profile_dir(conformance_kb: KnowledgeBase, tmp_path_factory: pytest.TempPath
     folder = tmp_path_factory.mktemp("profile")
     write_profile(Profile(kb=conformance_kb.name, kb_created_at=conformance_kb.manifest.created_at,
                           embedder=conformance_kb.embedder.fingerprint(),
-                          global_rule=CellRule(option="as_written", threshold=0.01)), folder / "conf.yaml")
+                          global_rule=CellRule(option="as_written")), folder / "conf.yaml")  # no cut: any scale
     return str(folder)
 
 

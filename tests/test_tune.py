@@ -72,13 +72,13 @@ def test_the_parallel_share_is_the_share_of_candidates_whose_page_the_path_found
 def test_a_path_kind_calibrated_afterwards_keeps_the_weights_and_every_other_kind() -> None:
     from babelrag.errors import ConfigError
     from babelrag.relevance.features import PIVOT_COPY
-    from babelrag.relevance.model import RelevanceModel, calibrate_kind, recalibrate
+    from babelrag.relevance.model import RelevanceModel, calibrate_kind
 
     rng = np.random.default_rng(3)
     rows = np.zeros((600, len(FEATURES)))
     rows[:, FEATURES.index("hybrid")] = rng.normal(size=600)
     labels = (rows[:, FEATURES.index("hybrid")] + rng.normal(size=600) > 1.5).astype(float)
-    model = recalibrate(fit(rows, labels, {}, features=("hybrid",)), rows, labels)  # as written only
+    model = fit(rows, labels, np.arange(600) // 20, {}, features=("hybrid",))  # as written only
     copies = rows.copy()
     copies[:, FEATURES.index(PIVOT_COPY)] = 1.0
     relevant_more_often = (copies[:, FEATURES.index("hybrid")] + rng.normal(size=600) > 0.0).astype(float)
@@ -94,8 +94,9 @@ def test_a_path_kind_calibrated_afterwards_keeps_the_weights_and_every_other_kin
 def test_the_model_travels_as_json_with_its_fold_models() -> None:
     rng = np.random.default_rng(0)
     rows = rng.normal(size=(2000, len(FEATURES)))
+    rows[:, FEATURES.index("pivot_copy")] = 0.0  # the paths are the question's own (copy paths are never fitted on)
     labels = (rng.random(2000) < 1 / (1 + np.exp(-(2.0 * rows[:, 0] - 1.0)))).astype(float)
-    model = fit(rows, labels, {"name": "t", "embedder": "e"})
+    model = fit(rows, labels, np.arange(2000) // 40, {"name": "t", "embedder": "e"})
     again = type(model).from_dict(json.loads(json.dumps(model.to_dict())))
     assert np.allclose(again.predict(rows[:50]), model.predict(rows[:50]))
 
@@ -427,11 +428,13 @@ def test_a_same_language_distractor_does_not_beat_a_clearly_closer_cross_lingual
     # the gold page in English, clearly closer than any German candidate; a German page matches keywords
     cross = _path("de", gold=("en", 0.86, 0.0), distractor=("de", 0.83, 12.0))
     assert ranked(cross, "de")[0] == "gold"
-    # and the other way round: a German gold page with its keywords beats every German peer; an English page that
-    # stands 0.07 above its English peers may come first (the learned trade of gold-in-Lq for gold-elsewhere,
-    # measured on test articles: mixed layout MRR 0.915 vs hybrid 0.948 in Lq, 0.723 vs 0.282 elsewhere)
-    native = _path("de", gold=("de", 0.86, 12.0), distractor=("en", 0.83, 0.0))
-    assert ranked(native, "de")[:2] in (["gold", "distractor"], ["distractor", "gold"])
+    # and the other way round: a German gold page with its keywords beats every German peer and stays in the top
+    # three; pages that stand out among their own language's peers (the English one 0.07 above them) may come
+    # first. That is the learned trade of gold-in-Lq for gold-elsewhere, measured on test articles (MRR, in Lq /
+    # elsewhere): scattered 0.923 / 0.783 against hybrid's 0.992 / 0.308, mixed 0.888 / 0.757 against 0.949 / 0.283
+    native = ranked(_path("de", gold=("de", 0.86, 12.0), distractor=("en", 0.83, 0.0)), "de")
+    assert native[0] == "distractor" and "gold" in native[:3]
+    assert native.index("gold") < min(native.index(f"same{i}") for i in range(20))
     # what the z-score hybrid order did with the first path: the keyword match came first
     z = lambda v: (np.array(v) - np.mean(v)) / np.std(v)  # noqa: E731
     hybrid = z([h.signals["cosine"] for h in cross]) + \

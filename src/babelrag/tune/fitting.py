@@ -49,10 +49,9 @@ def _subset(candidates: Candidates, rows: np.ndarray) -> Candidates:
 
 def fit_crossfitted(candidates: Candidates, meta: Mapping[str, Any], c: float = 1.0,
                     features: Sequence[str] = MODEL_FEATURES) -> RelevanceModel:
-    """The model on the candidates (one gold version per path: ``one_version``), with fold models by group
-    (each question scored out-of-fold)."""
-    return crossfit(candidates.rows, candidates.labels, candidates.row_groups(), candidates.group_texts(), meta, c,
-                    features, FOLDS, fit_on=candidates.one_version())
+    """The model on the candidates, with fold models by group (each question scored out-of-fold)."""
+    return crossfit(candidates.rows, candidates.labels, candidates.row_groups(), candidates.group_texts(),
+                    candidates.path_keys(), meta, c, features, FOLDS)
 
 
 def out_of_fold_rows(model: RelevanceModel, candidates: Candidates, k: int = 10) -> list[dict[str, Any]]:
@@ -76,11 +75,10 @@ def out_of_fold_scores(candidates: Candidates, features: Sequence[str], c: float
     """Every row's score from a model fitted on the other folds (folds by group); rows of a fold that had
     nothing to fit on score 0."""
     scores = np.zeros(len(candidates.rows))
-    fit_on = candidates.one_version()
+    paths = candidates.path_keys()
     for train, held in group_folds(candidates.row_groups(), FOLDS):
-        train = train[fit_on[train]]
         if candidates.labels[train].min() != candidates.labels[train].max():
-            model = fit(candidates.rows[train], candidates.labels[train], {}, c, features)
+            model = fit(candidates.rows[train], candidates.labels[train], paths[train], {}, c, features)
             scores[held] = model.predict(candidates.rows[held])
     return scores
 
@@ -115,16 +113,15 @@ def cross_validate(candidates: Candidates, variants: Mapping[str, tuple[str, ...
         raise ConfigError("relevance model: cross-validation needs dev questions of at least 2 groups (a question "
                           "and its translations are one)")
     results: dict[str, list[float]] = {name: [] for name in [*variants, *(fixed or {})]}
-    fit_on = candidates.one_version()
+    paths = candidates.path_keys()
     for train, held in splits:
-        train = train[fit_on[train]]
         if candidates.labels[train].min() == candidates.labels[train].max():
             continue  # nothing to fit on: the fold is skipped for every model, so all see the same folds
         part = _subset(candidates, held)
         for name, model in (fixed or {}).items():
             results[name].append(path_mrr(part, model.predict(part.rows)))
         for name, features in variants.items():
-            model = fit(candidates.rows[train], candidates.labels[train], {}, c, features)
+            model = fit(candidates.rows[train], candidates.labels[train], paths[train], {}, c, features)
             results[name].append(path_mrr(part, model.predict(part.rows)))
     if not any(results.values()):
         raise ConfigError("relevance model: no fold had both relevant and irrelevant candidates to fit on")

@@ -4,8 +4,8 @@ question, described by its features and labelled by whether its page is gold.
 Paths per question: the question as written, and — standing in for translated paths without
 spending a model call — the same question's versions in other languages from the golden set
 itself (XQuAD's professional translations share a ``qid`` tag), searched as translated paths; and
-over the KB's pivot copies when it has them (only calibrated on: ``one_version`` leaves them out of
-the rows the weights are fitted on).
+over the KB's pivot copies when it has them (only calibrated on: ``relevance.model.fit`` leaves them
+out of the rows the weights are fitted on).
 
 Each question belongs to a *group* (``evaluate/clusters.py``: its qid, or its article): folds and
 halves are drawn by group, so a held-out question's translations — which the training side would
@@ -81,21 +81,10 @@ class Candidates:
                    np.concatenate([p.path for p in parts]), np.concatenate([p.path_lang for p in parts]),
                    [q for p in parts for q in p.asked], [g for p in parts for g in p.groups])
 
-    def one_version(self) -> np.ndarray:
-        """Rows to fit on: every irrelevant candidate, and of the gold page's candidates on each path only the
-        best by hybrid order; none of a pivot-copy path's (calibrated on, never fitted on). Ranking is judged by
-        pages: one version first is a hit, so eight language versions of the gold page as eight positives would
-        teach the model to lift all of them — trading the same-language copy that ranks first for copies in
-        other languages."""
-        keep = self.rows[:, FEATURES.index(PIVOT_COPY)] == 0  # a copy path is calibrated, never fitted on
-        gold = np.flatnonzero((self.labels > 0) & keep)
-        if not len(gold):
-            return keep
-        key = self.question[gold].astype(np.int64) * 1024 + self.path[gold]
-        order = gold[np.lexsort((-self.rows[gold, FEATURES.index("hybrid")], key))]
-        ordered = self.question[order].astype(np.int64) * 1024 + self.path[order]
-        keep[order[1:][ordered[1:] == ordered[:-1]]] = False
-        return keep
+    def path_keys(self) -> np.ndarray:
+        """Each row's path as one number (question and path within it): what the weights rank within."""
+        width = int(self.path.max()) + 1 if len(self.path) else 1
+        return self.question.astype(np.int64) * width + self.path
 
     def select(self, keep: Sequence[str]) -> Candidates:
         """Only these questions' rows (the dev split, a fold)."""
