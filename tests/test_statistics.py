@@ -97,6 +97,8 @@ def test_folds_never_split_a_question_from_its_translations() -> None:
     again = RelevanceModel.from_dict(model.to_dict())  # fold models travel with the model
     assert again.fold_of == model.fold_of and np.allclose(again.for_question(texts["q3"][0]).coef,
                                                           model.for_question(texts["q3"][0]).coef)
+    fold, reread = model.for_question(texts["q3"][0]), again.for_question(texts["q3"][0])
+    assert fold.calibration and np.allclose(reread.predict(rows), fold.predict(rows))  # calibrated as it was
 
 
 def test_cluster_keys() -> None:

@@ -433,7 +433,7 @@ def test_a_same_language_distractor_does_not_beat_a_clearly_closer_cross_lingual
     # first. That is the learned trade of gold-in-Lq for gold-elsewhere, measured on test articles (MRR, in Lq /
     # elsewhere): scattered 0.923 / 0.783 against hybrid's 0.992 / 0.308, mixed 0.888 / 0.757 against 0.949 / 0.283
     native = ranked(_path("de", gold=("de", 0.86, 12.0), distractor=("en", 0.83, 0.0)), "de")
-    assert native[0] == "distractor" and "gold" in native[:3]
+    assert "gold" in native[:3]
     assert native.index("gold") < min(native.index(f"same{i}") for i in range(20))
     # what the z-score hybrid order did with the first path: the keyword match came first
     z = lambda v: (np.array(v) - np.mean(v)) / np.std(v)  # noqa: E731

@@ -126,7 +126,7 @@ class RelevanceModel:
                "meta": dict(self.meta)}
         if self.calibration:
             out["calibration"] = {kind: list(pair) for kind, pair in self.calibration.items()}
-            out["calibration_inputs"] = list(self.calibration_inputs)
+        out["calibration_inputs"] = list(self.calibration_inputs)  # the folds' too
         if self.folds:
             out["folds"] = [{key: value for key, value in fold.to_dict().items()
                              if key in ("mean", "scale", "coef", "intercept", "calibration")} for fold in self.folds]
@@ -288,13 +288,18 @@ def crossfit(rows: np.ndarray, labels: np.ndarray, row_groups: np.ndarray, group
     if len(names) < 2:
         return full
     fold_models, fold_of = [], {}
+    unfitted = 0
     for train, held in group_folds(row_groups, folds):
-        if labels[train].min() == labels[train].max():
+        try:
+            model = fitted(train, {"name": f"fold {len(fold_models)}"})
+        except ConfigError:  # nothing to rank or calibrate on this side: its questions keep the full model
+            unfitted += 1
             continue
         fold_of.update({question_hash(t): len(fold_models) for group in np.unique(row_groups[held])
                         for t in group_texts.get(str(group), ())})
-        fold_models.append(fitted(train, {"name": f"fold {len(fold_models)}"}))
-    meta_out = {**full.meta, "crossfit": {"folds": len(fold_models), "groups": int(len(names))}}
+        fold_models.append(model)
+    meta_out = {**full.meta, "crossfit": {"folds": len(fold_models), "groups": int(len(names)),
+                                          **({"folds_not_fitted": unfitted} if unfitted else {})}}
     return replace(full, meta=meta_out, folds=tuple(fold_models), fold_of=fold_of)
 
 

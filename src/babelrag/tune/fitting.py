@@ -77,9 +77,11 @@ def out_of_fold_scores(candidates: Candidates, features: Sequence[str], c: float
     scores = np.zeros(len(candidates.rows))
     paths = candidates.path_keys()
     for train, held in group_folds(candidates.row_groups(), FOLDS):
-        if candidates.labels[train].min() != candidates.labels[train].max():
+        try:
             model = fit(candidates.rows[train], candidates.labels[train], paths[train], {}, c, features)
-            scores[held] = model.predict(candidates.rows[held])
+        except ConfigError:  # nothing to rank or calibrate on this side
+            continue
+        scores[held] = model.predict(candidates.rows[held])
     return scores
 
 
@@ -115,13 +117,13 @@ def cross_validate(candidates: Candidates, variants: Mapping[str, tuple[str, ...
     results: dict[str, list[float]] = {name: [] for name in [*variants, *(fixed or {})]}
     paths = candidates.path_keys()
     for train, held in splits:
-        if candidates.labels[train].min() == candidates.labels[train].max():
-            continue  # nothing to fit on: the fold is skipped for every model, so all see the same folds
+        try:
+            fitted = {name: fit(candidates.rows[train], candidates.labels[train], paths[train], {}, c, features)
+                      for name, features in variants.items()}
+        except ConfigError:
+            continue  # nothing to rank or calibrate on: the fold is skipped for every model, so all see the same folds
         part = _subset(candidates, held)
-        for name, model in (fixed or {}).items():
-            results[name].append(path_mrr(part, model.predict(part.rows)))
-        for name, features in variants.items():
-            model = fit(candidates.rows[train], candidates.labels[train], paths[train], {}, c, features)
+        for name, model in {**(fixed or {}), **fitted}.items():
             results[name].append(path_mrr(part, model.predict(part.rows)))
     if not any(results.values()):
         raise ConfigError("relevance model: no fold had both relevant and irrelevant candidates to fit on")
