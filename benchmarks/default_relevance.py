@@ -4,6 +4,7 @@ good it is, layout by layout.
     python benchmarks/default_relevance.py                  # choose features, fit, report, write the model
     python benchmarks/default_relevance.py --check          # report the shipped model only
     python benchmarks/default_relevance.py --cache c.pkl    # keep the collected candidates between runs
+    python benchmarks/default_relevance.py --check --before old.json   # the shipped model against another
     python benchmarks/default_relevance.py --calibrate-copies   # add the pivot-copy path's calibration
     python benchmarks/default_relevance.py --calibrate-copies --copies-translator professional
 
@@ -17,8 +18,10 @@ figure here — nor any later figure on these questions — is in-sample.
 
 Reported on the test split (articles never used to fit or choose): MRR@10 of the question-as-written path
 per layout, split by where the gold page is (the question's language or another), against plain dense
-and hybrid order; reliability per decile per path type (as written, translated, generated); and leave one
-question language out, per layout. Timing is not measured here (``benchmarks/latency.py``).
+and hybrid order; reliability per decile per path type (as written, translated, generated) and of each path's
+top hit; every path of a sample of test questions max-merged (where the calibration decides the order), against
+the model before (``--before FILE``: any model file); and leave one question language out, per layout. Timing is
+not measured here (``benchmarks/latency.py``).
 
 The weights are never fitted on pivot-copy paths (the question over the passages' pivot-language copies). With
 ``--calibrate-copies`` the shipped model gets their calibration, weights unchanged: every dev question of the
@@ -50,6 +53,7 @@ from common import DATA, ROOT, bench_store, need_data, table  # noqa: E402
 from babelrag.experiments.runner import build_data, ensure_indexes  # noqa: E402
 from babelrag.config import preset_config  # noqa: E402
 from babelrag.evaluate.calibrate import calibrate_threshold, written  # noqa: E402
+from babelrag.evaluate.significance import paired_test  # noqa: E402
 from babelrag.kb import KnowledgeBase  # noqa: E402
 from babelrag.relevance.features import FEATURES, KEYWORD_WEIGHT, MODEL_FEATURES, MONO, PIVOT_COPY  # noqa: E402
 from babelrag.ingest.pivot_copies import make_pivot_copies  # noqa: E402
@@ -138,7 +142,8 @@ def calibrate_copies(model: RelevanceModel, translator: str) -> RelevanceModel:
     found = Candidates.concat(parts)
     copy = column(found, PIVOT_COPY) > 0
     texts = [found.asked[i].question for i in found.question[copy]]
-    calibrated = calibrate_kind(model, "pivot_copies", found.rows[copy], found.labels[copy], texts)
+    calibrated = calibrate_kind(model, "pivot_copies", found.rows[copy], found.labels[copy], texts,
+                                found.path_keys()[copy])
     for name, scored in (("before", model), ("after", calibrated)):
         table(f"pivot-copy paths on dev ({len(set(texts))} question rows, out-of-fold), {name} calibration",
               ["decile", "candidates", "predicted", "observed", "gap"],
@@ -200,6 +205,8 @@ def main() -> None:
                         help="calibrate the shipped model for pivot-copy paths (weights unchanged) and write it")
     parser.add_argument("--copies-translator", default="qwen2.5-coder-0.5b",
                         help="who makes the copies --calibrate-copies calibrates on: an LLM, or professional")
+    parser.add_argument("--before", type=Path, help="the model to compare against, a model file (default: the shipped "
+                        "model as it was when the run started)")
     parser.add_argument("--features", choices=list(CANDIDATE_SETS), help="fit this feature set without comparing "
                         "the sets by cross-validation first (the comparison takes most of the run)")
     args = parser.parse_args()
@@ -212,9 +219,13 @@ def main() -> None:
     candidates, fingerprint = collect_all(args.cache)
     dev = {layout: splits["dev"] for layout, splits in candidates.items() if "dev" in splits}
     test = {layout: splits["test"] for layout, splits in candidates.items() if "test" in splits}
-    before = default_model()
+    before = RelevanceModel.from_dict(json.loads(args.before.read_text(encoding="utf-8"))) if args.before else \
+        default_model()
+    if not before.fits(fingerprint):
+        raise SystemExit("the model compared against was fitted on another embedder's cosines, or reads features this "
+                         "version does not compute")
     if args.check:
-        model = before
+        model = default_model()
     else:
         chosen, cv = (args.features, {}) if args.features else choose_features(dev)
         table("Feature sets: grouped-CV MRR@10 on dev (folds by article), per layout",
@@ -237,12 +248,14 @@ def main() -> None:
         TARGET.write_text(json.dumps(model.to_dict(), indent=1) + "\n", encoding="utf-8")
         print(f"written {TARGET}: features {chosen}, τ {model.meta['threshold']} from {tau['n']} questions")
     scorers: dict[str, Scores] = {"dense": dense_order, "hybrid order": hybrid_order,
-                                  "model before": lambda c: before.predict(c.rows),
-                                  "model": lambda c: model.predict(c.rows)}
+                                  "model before": lambda c: before.predict(c.rows, c.path_keys()),
+                                  "model": lambda c: model.predict(c.rows, c.path_keys())}
     table("MRR@10 of the question-as-written path on test articles, by where the gold page is",
           ["layout", "order", "questions", "rows", "MRR", "gold in Lq", "gold elsewhere", "language gap"],
           layout_rows(test, scorers))
-    reliability_report(model, {layout: splits["sample"] for layout, splits in candidates.items() if "sample" in splits})
+    sample = {layout: splits["sample"] for layout, splits in candidates.items() if "sample" in splits}
+    reliability_report(model, sample)
+    merged_paths_report(before, model, sample)
     print("weights (per standard deviation):", model.weights())
     leave_one_language_out(dev, test, model.features)
 
@@ -263,7 +276,7 @@ def path_language_mrr(candidates: Candidates) -> dict[str, float]:
 def reliability_report(model: RelevanceModel, test: dict[str, Candidates]) -> None:
     """Predicted P(relevant) against the observed rate, per decile of prediction, per path type."""
     pooled = Candidates.concat(list(test.values()))
-    scores = model.predict(pooled.rows)
+    scores = model.predict(pooled.rows, pooled.path_keys())
     for origin in ("as_written", "translated", "generated"):
         mask = (column(pooled, "translated") > 0 if origin == "translated" else
                 column(pooled, "generated") > 0 if origin == "generated" else
@@ -271,6 +284,53 @@ def reliability_report(model: RelevanceModel, test: dict[str, Candidates]) -> No
         table(f"Reliability on test, {origin} paths ({int(mask.sum())} candidates)",
               ["decile", "candidates", "predicted", "observed", "gap"],
               [[i + 1, n, p, o, o - p] for i, (n, p, o) in enumerate(reliability(scores[mask], pooled.labels[mask]))])
+    rows = []
+    for layout, candidates in test.items():  # the probability a user sees first: each path's top hit
+        predicted = model.predict(candidates.rows, candidates.path_keys())
+        top = top_of_each_path(candidates, predicted)
+        top = top[candidates.path[top] == 0]
+        rows.append([layout, len(top), float(predicted[top].mean()), float(candidates.labels[top].mean())])
+    table("Each as-written path's top hit on test: predicted P(relevant) against the observed rate",
+          ["layout", "paths", "predicted", "observed"], rows)
+
+
+def merged_mrr(model: RelevanceModel, candidates: Candidates, k: int = 10) -> np.ndarray:
+    """Per question row, the reciprocal rank of its first gold passage when all its paths (as written, its
+    translations, the generated one) are max-merged on the model's probabilities, as ``merge: max`` does: the
+    one place the calibration decides an order. Candidates keep no passage ids, so a passage met on several
+    paths is recognised by its ``length`` feature (the log of its length in characters; two different passages
+    of one question's candidates of the same length are taken for one, the same way for every model)."""
+    scores, length = model.predict(candidates.rows, candidates.path_keys()), column(candidates, "length")
+    reciprocal = []
+    for question in np.unique(candidates.question):
+        best: dict[float, tuple[float, float]] = {}
+        for row in np.flatnonzero(candidates.question == question):
+            if scores[row] > best.get(length[row], (-1.0, 0.0))[0]:
+                best[length[row]] = (scores[row], candidates.labels[row])
+        ranked = sorted(best.values(), key=lambda pair: -pair[0])[:k]
+        reciprocal.append(next((1.0 / (rank + 1) for rank, (_, label) in enumerate(ranked) if label > 0), 0.0))
+    return np.array(reciprocal)
+
+
+def merged_paths_report(before: RelevanceModel, model: RelevanceModel, sample: dict[str, Candidates]) -> None:
+    """MRR@10 of every path of a question max-merged, the shipped model before against this one, with the paired
+    test over questions (a question's translations flip together)."""
+    rows = []
+    for layout, candidates in sample.items():
+        old, new = merged_mrr(before, candidates), merged_mrr(model, candidates)
+        qids = [candidates.qids[question] for question in np.unique(candidates.question)]
+        test = paired_test(old, new, clusters=qids)
+        rows.append([layout, test["clusters"], len(old), float(old.mean()), float(new.mean()), test["delta"],
+                     test["p"]])
+    table("Every path of a question max-merged (as written, translated, generated), sampled test questions: MRR@10",
+          ["layout", "questions", "rows", "model before", "model", "paired Δ", "p"], rows)
+
+
+def top_of_each_path(candidates: Candidates, scores: np.ndarray) -> np.ndarray:
+    """The row of each path's best-scored candidate."""
+    keys = candidates.path_keys()
+    order = np.lexsort((-scores, keys))
+    return order[np.r_[True, keys[order][1:] != keys[order][:-1]]]
 
 
 def leave_one_language_out(dev: dict[str, Candidates], test: dict[str, Candidates], features: tuple[str, ...]) -> None:
@@ -287,7 +347,7 @@ def leave_one_language_out(dev: dict[str, Candidates], test: dict[str, Candidate
             held = candidates.select([i for i, (_, asked) in zip(candidates.ids, candidates.cells) if asked == lang])
             if len(held.rows):
                 rows.append([layout, lang, len(np.unique(held.question)), path_mrr(held, hybrid_order(held)),
-                             path_mrr(held, unseen.predict(held.rows))])
+                             path_mrr(held, unseen.predict(held.rows, held.path_keys()))])
     table("MRR@10, leave one question language out (fitted without it; its test questions), per layout",
           ["layout", "question language", "questions", "hybrid order", "model never fitted on it"], rows)
 

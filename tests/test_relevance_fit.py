@@ -3,15 +3,17 @@ probability without reordering any path."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from scipy.optimize import minimize
 
 from babelrag.errors import ConfigError
+from babelrag.relevance.calibration import PATH_SOFTMAX, monotone_logistic, path_softmax
 from babelrag.relevance.features import FEATURES
 from babelrag.relevance.listwise import listwise_weights
-from babelrag.relevance.model import FIRST_CALIBRATION_INPUTS, RelevanceModel, default_model, fit
+from babelrag.relevance.model import FIRST_CALIBRATION_INPUTS, RelevanceModel, default_model, fit, recalibrate
 
 
 def _paths(rng: np.random.Generator, paths: int, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -73,7 +75,7 @@ def test_the_calibration_never_reorders_a_path() -> None:
     rows, labels, path = _paths(rng, 240, 25)
     model = fit(rows, labels, path, {}, features=("dense_z", "coverage", "page_langs"))
     assert set(model.calibration) == {"as_written"}
-    probabilities, logits = model.predict(rows), model.logits(rows)
+    probabilities, logits = model.predict(rows, path), model.logits(rows)
     for number in range(240):
         mine = path == number
         assert np.array_equal(np.argsort(-probabilities[mine], kind="stable"), np.argsort(-logits[mine], kind="stable"))
@@ -84,7 +86,7 @@ def test_the_calibration_is_a_probability_on_paths_it_never_saw() -> None:
     rows, labels, path = _paths(rng, 800, 25)
     seen = path < 400
     model = fit(rows[seen], labels[seen], path[seen], {}, features=("dense_z", "coverage"))
-    predicted, observed = model.predict(rows[~seen]), labels[~seen]  # ranking weights alone average ~0.5
+    predicted, observed = model.predict(rows[~seen], path[~seen]), labels[~seen]  # ranking weights alone average ~0.5
     assert predicted.mean() == pytest.approx(observed.mean(), rel=0.15) and observed.mean() < 0.1
     assert predicted[observed > 0].mean() > 1.5 * predicted[observed == 0].mean()
 
@@ -101,25 +103,132 @@ def test_every_calibration_input_is_constant_over_a_path() -> None:
                     {"bm25": float(rng.random() * 9), "bm25_rank": float(i)} if i % 3 else {})})
             for i, lang in enumerate(["de", "en", "zh", "ar", "sv", "en"] * 4)]
     rows = feature_matrix(hits, SearchRequest("q", "kb", "de"), frozenset({1, 2}))
-    for name in CALIBRATION_INPUTS:
-        assert len(set(rows[:, FEATURES.index(name)])) == 1, name
+    model = replace(default_model(), calibration_inputs=CALIBRATION_INPUTS)
+    context = model.calibration_context(rows, model.logits(rows), np.zeros(len(rows)))
+    for name, column in zip(CALIBRATION_INPUTS, context.T, strict=True):
+        if name != PATH_SOFTMAX:  # computed from the logits, rising with them (tested on its own)
+            assert len(set(column)) == 1, name
     for name in ("page_langs", "page_same_lang", "same_lang", "dense_lang_z"):  # per candidate: the path varies
         assert len(set(rows[:, FEATURES.index(name)])) > 1, name
 
 
 def test_a_model_written_before_the_inputs_were_stored_keeps_its_first_calibration() -> None:
-    shipped = default_model().to_dict()
-    assert shipped["calibration_inputs"] == ["par_share", "same_lang_share", "mono_path", "pool_size"]
     rng = np.random.default_rng(4)
     rows, labels, path = _paths(rng, 200, 25)
     rows[:, FEATURES.index("par_share")] = rng.random(len(rows))  # the two inputs differ on every row
-    first = fit(rows, labels, path, {}, features=("dense_z", "coverage"))
-    first = RelevanceModel.from_dict({**first.to_dict(), "calibration_inputs": list(FIRST_CALIBRATION_INPUTS)})
+    fitted = fit(rows, labels, path, {}, features=("dense_z", "coverage"))
+    first = recalibrate(replace(fitted, calibration_inputs=FIRST_CALIBRATION_INPUTS), rows, labels, path)
     old = {key: value for key, value in first.to_dict().items() if key != "calibration_inputs"}
     reread = RelevanceModel.from_dict(json.loads(json.dumps(old)))
     assert reread.calibration_inputs == FIRST_CALIBRATION_INPUTS
-    assert np.allclose(reread.predict(rows), first.predict(rows))
-    assert not np.allclose(RelevanceModel.from_dict(first.to_dict() | {"calibration_inputs": list(
-        shipped["calibration_inputs"])}).predict(rows), first.predict(rows))  # the inputs are what is read
+    assert np.allclose(reread.predict(rows, path), first.predict(rows, path))
+    second_release = ["par_share", "same_lang_share", "mono_path", "pool_size"]  # written with the file
+    assert not np.allclose(RelevanceModel.from_dict(first.to_dict() | {"calibration_inputs": second_release}).predict(
+        rows, path), first.predict(rows, path))  # the inputs are what is read
+    shipped = default_model().to_dict()
     with pytest.raises(ConfigError, match="malformed"):
-        RelevanceModel.from_dict({**shipped, "calibration_inputs": ["par_share"]})  # 4 weights, 1 input
+        RelevanceModel.from_dict({**shipped, "calibration_inputs": ["par_share"]})  # 5 weights, 1 input
+
+
+def test_the_path_softmax_is_each_candidates_share_of_its_path() -> None:
+    logits = np.array([900.0, 899.0, 0.5, -3.0, 2.0, 2.0, 7.0])
+    paths = np.array(["b", "b", "a", "a", "c", "c", "d"])  # any ids, in any order
+    shares = path_softmax(logits, paths)
+    assert np.isfinite(shares).all()  # no overflow on far-off logits
+    for path in set(paths):
+        mine = paths == path
+        assert shares[mine].sum() == pytest.approx(1.0)
+    assert shares[0] == pytest.approx(1 / (1 + np.exp(-1.0))) and shares[4] == shares[5] == 0.5 and shares[6] == 1.0
+    shifted = path_softmax(logits + np.where(paths == "a", 40.0, 0.0), paths)
+    assert shifted == pytest.approx(shares)  # a path's own offset cancels out
+
+
+def test_the_monotone_calibration_is_the_logistic_fit_unless_a_weight_would_fall_below_zero() -> None:
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(8)
+    inputs = rng.normal(size=(3000, 3))
+    labels = (rng.random(3000) < 1 / (1 + np.exp(-(1.5 * inputs[:, 0] - 0.8 * inputs[:, 1] - 1.0)))).astype(float)
+    free = LogisticRegression(C=1e4, max_iter=2000).fit(inputs, labels)
+    bounded = monotone_logistic(inputs, labels, increasing=[0])
+    assert bounded == pytest.approx([*free.coef_[0], free.intercept_[0]], abs=1e-3)  # the bound is not reached
+    bounded = monotone_logistic(inputs, labels, increasing=[0, 1])  # column 1 lowers the odds: held at 0
+    assert bounded[1] == pytest.approx(0.0, abs=1e-8) and bounded[0] > 1.0
+    with pytest.raises(ValueError, match="relevant and irrelevant"):
+        monotone_logistic(inputs, np.zeros(3000), increasing=[0])
+
+
+def test_a_share_that_lowers_the_odds_gets_no_weight_so_no_path_is_reordered() -> None:
+    """Relevance falling with the softmax share at a given logit (a calibration fitted freely would weigh the share
+    negatively, and reorder a path where two candidates share its mass): the fit holds the share's weight at 0."""
+    from babelrag.relevance.model import _kind_calibration
+
+    rng = np.random.default_rng(9)
+    rows, _, path = _paths(rng, 400, 8)
+    model = replace(fit(*_paths(np.random.default_rng(1), 100, 8), {}, features=("dense_z",)), calibration={})
+    logits = model.logits(rows)
+    share = path_softmax(logits, path)
+    labels = (rng.random(len(rows)) < 1 / (1 + np.exp(-(logits - 12 * share)))).astype(float)
+    fitted = _kind_calibration(model, rows, labels, path)
+    assert fitted is not None and fitted[2] == pytest.approx(0.0, abs=1e-8)  # the share's weight
+    calibrated = replace(model, calibration={"as_written": fitted})
+    probabilities = calibrated.predict(rows, path)
+    for number in range(400):
+        mine = path == number
+        assert np.array_equal(np.argsort(-probabilities[mine], kind="stable"), np.argsort(-logits[mine], kind="stable"))
+
+
+def test_a_paths_top_hit_is_as_likely_as_predicted_on_small_and_large_pools() -> None:
+    """The probability a user reads first. Gold is drawn as the best of a path's candidates by merit plus Gumbel
+    noise, so the chance a candidate is gold is its softmax share: on a handful of candidates the top hit is
+    gold far more often than in a pool of 80. A calibration of the logit and the pool's size alone misses both
+    (measured: top hits of 4–7 candidates predicted 0.43, observed 0.62; of 40–80, 0.21 against 0.34)."""
+    rng = np.random.default_rng(21)
+    sizes = rng.choice([4, 5, 6, 7, 40, 60, 80], size=1200)
+    path = np.repeat(np.arange(len(sizes)), sizes)
+    rows = np.zeros((len(path), len(FEATURES)))
+    noise = rng.normal(size=len(path))
+    rows[:, FEATURES.index("dense_z")] = noise * np.repeat(rng.uniform(0.5, 2.5, len(sizes)), sizes)  # spread per path
+    rows[:, FEATURES.index("pool_size")] = np.log(sizes[path])
+    merit = 1.5 * rows[:, FEATURES.index("dense_z")] + rng.gumbel(size=len(path))
+    labels = np.zeros(len(path))
+    for number in range(len(sizes)):
+        mine = np.flatnonzero(path == number)
+        labels[mine[np.argmax(merit[mine])]] = 1.0
+    seen = path < 600
+    model = fit(rows[seen], labels[seen], path[seen], {}, features=("dense_z",))
+    held, held_path, held_labels = rows[~seen], path[~seen], labels[~seen]
+    predicted = model.predict(held, held_path)
+    keys = np.lexsort((-predicted, held_path))
+    top = keys[np.r_[True, held_path[keys][1:] != held_path[keys][:-1]]]
+    small = sizes[held_path[top]] < 10
+    for pools in (small, ~small):
+        assert predicted[top][pools].mean() == pytest.approx(held_labels[top][pools].mean(), abs=0.06)
+
+
+def test_on_a_six_passage_kb_the_right_top_hit_reads_as_likely(tmp_path) -> None:  # noqa: ANN001
+    """The shipped model on a KB far smaller than the pools it was fitted on (one XQuAD article, two paragraphs,
+    in German, English and Turkish; real embedder and engine): each question's top hit is a version of its page,
+    and the probability says so. Calibrated on the logit and the path's context alone, the first question's top hit
+    got 0.0003; with the path softmax but ``mono_path`` for an input (1 on a path under ten candidates), 0.04."""
+    from conftest import small_squad
+
+    from babelrag.config import make_config
+    from babelrag.ingest.pipeline import index_sources
+    from babelrag.kb import KnowledgeBase
+    from babelrag.retrieve.pipeline import Searcher
+    from babelrag.types import Question
+
+    files = small_squad(tmp_path / "data", articles=1, paragraphs=2, langs=("de", "en", "tr"))
+    index_sources("tiny", [str(f) for f in files], str(tmp_path / "store"))
+    questions = [("Wie viele Punkte gab die Verteidigung der Panthers ab?", "de", 0),
+                 ("How many points did the Panthers defense surrender?", "en", 0),
+                 ("Broncos'a bölge turunda kim kaybetmiştir?", "tr", 1),
+                 ("Who lost to the Broncos in the divisional round?", "en", 1)]
+    with KnowledgeBase.open("tiny", str(tmp_path / "store")) as kb:
+        searcher = Searcher(kb, make_config({"rerank": "learned", "threshold": None}))
+        for text, lang, paragraph in questions:
+            top, *rest = searcher.search(Question(text, lang=lang)).evidence.hits
+            assert top.passage.doc_id.endswith(f"#{paragraph}") and top.score > 0.5
+            # the other paragraph, each of its versions sharing the path with the top hit, stays unlikely
+            assert all(hit.score < 0.5 for hit in rest if not hit.passage.doc_id.endswith(f"#{paragraph}"))

@@ -86,7 +86,8 @@ def test_folds_never_split_a_question_from_its_translations() -> None:
     rows[:, FEATURES.index("pivot_copy")] = 0.0  # the question's own paths (copy paths are never fitted on)
     labels = (rng.random(len(groups)) < 1 / (1 + np.exp(-rows[:, 0]))).astype(float)
     texts = {f"q{i}": [f"question {i} in {lang}" for lang in LANGS] for i in range(30)}
-    model = crossfit(rows, labels, groups, texts, np.arange(len(groups)) // 3, {"name": "t", "embedder": "e"})
+    paths = np.arange(len(groups)) // 3
+    model = crossfit(rows, labels, groups, texts, paths, {"name": "t", "embedder": "e"})
     assert len(model.folds) == 5
     for group, versions in texts.items():  # every translation scored by the same fold model, one that held it out
         folds = {model.fold_of[question_hash(t)] for t in versions}
@@ -98,7 +99,7 @@ def test_folds_never_split_a_question_from_its_translations() -> None:
     assert again.fold_of == model.fold_of and np.allclose(again.for_question(texts["q3"][0]).coef,
                                                           model.for_question(texts["q3"][0]).coef)
     fold, reread = model.for_question(texts["q3"][0]), again.for_question(texts["q3"][0])
-    assert fold.calibration and np.allclose(reread.predict(rows), fold.predict(rows))  # calibrated as it was
+    assert fold.calibration and np.allclose(reread.predict(rows, paths), fold.predict(rows, paths))  # as it was
 
 
 def test_cluster_keys() -> None:

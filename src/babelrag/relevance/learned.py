@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from babelrag.lang.analyzers import term_ids
 from babelrag.relevance.features import feature_matrix
 from babelrag.relevance.model import RelevanceModel
@@ -34,4 +36,5 @@ class LearnedReranker:
         if not hits:
             return []
         rows = feature_matrix(hits, request, query_terms(query, request))
-        return [float(p) for p in self.model.for_question(request.asked).predict(rows)]
+        one_path = np.zeros(len(rows), dtype=np.intp)
+        return [float(p) for p in self.model.for_question(request.asked).predict(rows, one_path)]

@@ -3,7 +3,8 @@ path and language, so max-merging paths and thresholding mean the same thing eve
 
 Linear (predicting is one dot product: 50 candidates in well under a millisecond) and readable — the
 report shows its weights. The weights are fitted to rank each path's candidates (``listwise.py``); a
-probability comes from the calibration per path kind (``recalibrate``), which reads only what is constant
+probability comes from the calibration per path kind (``recalibrate``, ``calibration.py``), which reads the
+logit, the candidate's softmax share of its path (both with weights that keep it rising) and what is constant
 over a path, so it never reorders a path's candidates. The model travels as JSON with what it was fitted
 on and for which embedder (a cosine from another model means something else: such a KB is refused, as a
 mismatched index is).
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cache, cached_property
@@ -29,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from babelrag.errors import ConfigError, IndexMismatch
+from babelrag.relevance.calibration import MIN_SLOPE, PATH_SOFTMAX, monotone_logistic, path_softmax
 from babelrag.relevance.features import FEATURES, PIVOT_COPY
 from babelrag.relevance.listwise import listwise_weights
 
@@ -46,7 +48,7 @@ class RelevanceModel:
     meta: Mapping[str, Any] = field(default_factory=dict)
     folds: tuple[RelevanceModel, ...] = ()  # each fitted without one group of the training questions
     fold_of: Mapping[str, int] = field(default_factory=dict)  # training question hash → the fold held out
-    # per path kind, (slope, offset, weight of each ``calibration_inputs`` feature) turning the logit into a
+    # per path kind, (slope, offset, weight of each ``calibration_inputs`` input) turning the logit into a
     # probability that holds for every kind of path and every layout
     calibration: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     calibration_inputs: tuple[str, ...] = ()  # set in __post_init__: CALIBRATION_INPUTS
@@ -64,30 +66,41 @@ class RelevanceModel:
     def logits(self, rows: np.ndarray) -> np.ndarray:
         return ((rows[:, self._columns] - self.mean) / self.scale) @ self.coef + self.intercept
 
-    def predict(self, rows: np.ndarray) -> np.ndarray:
-        """P(relevant) for rows of all ``FEATURES`` (the model reads its own subset of them)."""
+    def predict(self, rows: np.ndarray, paths: np.ndarray) -> np.ndarray:
+        """P(relevant) for rows of all ``FEATURES`` (the model reads its own subset of them). ``paths``: each
+        row's path (any ids): the calibration reads each candidate against the others of its path."""
         if rows.shape[0] == 0:
             return np.zeros(0)
         logits = self.logits(rows)
         if self.calibration:
             kinds = path_kinds(rows)
+            context = self.calibration_context(rows, logits, paths)
             fallback = self.calibration.get("as_written")
             for kind in np.unique(kinds):
                 if (own := self.calibration.get(kind, fallback)) is None:
                     continue
                 slope, offset, *weights = own
                 mine = kinds == kind
-                context = rows[mine][:, self._calibration_columns]
-                logits[mine] = slope * logits[mine] + offset + context @ np.asarray(weights)
+                logits[mine] = slope * logits[mine] + offset + context[mine] @ np.asarray(weights)
         return 1.0 / (1.0 + np.exp(-logits))
+
+    def calibration_context(self, rows: np.ndarray, logits: np.ndarray, paths: np.ndarray) -> np.ndarray:
+        """The calibration's inputs besides the logit, one column per ``calibration_inputs``: features constant
+        over a path, and the candidate's softmax share of its path (``calibration.py``)."""
+        if len(paths) != len(rows):
+            raise ValueError("relevance model: one path id per candidate row")
+        if not self.calibration_inputs:
+            return np.zeros((len(rows), 0))
+        return np.column_stack([rows[:, column] if isinstance(column, int) else column(rows, logits, paths)
+                                for column in self._calibration_columns])
 
     @cached_property
     def _columns(self) -> list[int]:  # read on every search: looked up once
         return [FEATURES.index(name) for name in self.features]
 
     @cached_property
-    def _calibration_columns(self) -> list[int]:
-        return [FEATURES.index(name) for name in self.calibration_inputs]
+    def _calibration_columns(self) -> list[int | Derived]:  # a feature's column, or how an input is computed
+        return [DERIVED_INPUTS.get(name) or FEATURES.index(name) for name in self.calibration_inputs]
 
     @property
     def name(self) -> str:
@@ -96,14 +109,15 @@ class RelevanceModel:
     def fits(self, embedder_fingerprint: str) -> bool:
         """Fitted on this embedder's cosines, and every feature computed by this version."""
         return self.meta.get("embedder") == embedder_fingerprint and all(
-            name in FEATURES for name in (*self.features, *self.calibration_inputs))
+            name in FEATURES for name in self.features) and all(name in INPUTS for name in self.calibration_inputs)
 
     def check(self, embedder_fingerprint: str, kb: str) -> None:
         """Refuse a model fitted on another embedder's cosines, or for features this version does not compute."""
         fitted_for = self.meta.get("embedder")
         if fitted_for != embedder_fingerprint:
             raise IndexMismatch(kb, [("relevance model embedder", fitted_for, embedder_fingerprint)])
-        if unknown := [name for name in (*self.features, *self.calibration_inputs) if name not in FEATURES]:
+        if unknown := [name for name in self.features if name not in FEATURES] + [
+                name for name in self.calibration_inputs if name not in INPUTS]:
             raise IndexMismatch(kb, [("relevance model features", unknown, "not computed by this version")])
 
     def fitted_on(self, texts: Sequence[str]) -> int:
@@ -160,10 +174,22 @@ def _calibration(data: Mapping[str, Any], inputs: Sequence[str]) -> dict[str, tu
 
 
 PATH_KINDS = ("as_written", "translated", "generated", "pivot_copies")
-# what else sets a candidate's base rate, all constant over a path so the calibration keeps each path's order: how
-# parallel the KB looks from it (a parallel KB has several relevant versions), its language mix, a monolingual
-# path, and how many candidates share one gold page
-CALIBRATION_INPUTS = ("par_share", "same_lang_share", "mono_path", "pool_size")
+# besides the logit: the candidate's softmax share of its path (rises with the logit), and what else sets a
+# candidate's base rate, constant over a path so the calibration keeps each path's order — how parallel the KB
+# looks from it (a parallel KB has several relevant versions), its language mix, whether every candidate is in the
+# path's language (a monolingual KB: its keywords are evidence), and how many candidates share one gold page
+ONE_LANGUAGE = "one_language_path"
+CALIBRATION_INPUTS = (PATH_SOFTMAX, "par_share", "same_lang_share", ONE_LANGUAGE, "pool_size")
+# the release of commit 7bc5f1f read the logit and the path's context alone (measured on the shipped data's test
+# articles, the as-written top hit predicted 0.35 where 0.70 was observed on the scattered layout), and ``mono_path``,
+# also 1 on a path of fewer than ten candidates: a combination training never has, which gave the right top hit
+# of a six-passage KB 0.04. Its models name their inputs in their file.
+Derived = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]  # (rows, logits, paths) → one value per row
+_SAME_LANG_SHARE = FEATURES.index("same_lang_share")
+DERIVED_INPUTS: dict[str, Derived] = {
+    PATH_SOFTMAX: lambda rows, logits, paths: path_softmax(logits, paths),
+    ONE_LANGUAGE: lambda rows, logits, paths: (rows[:, _SAME_LANG_SHARE] >= 1.0).astype(float)}
+INPUTS = frozenset((*FEATURES, *DERIVED_INPUTS))  # what a calibration may read
 # the first release read each candidate's own page count, which reordered a path's candidates: on the shipped
 # data's parallel country KBs, MRR@10 0.915 by the weights alone, 0.869 calibrated. Models written then keep it.
 FIRST_CALIBRATION_INPUTS = ("page_langs", "same_lang_share", "mono_path", "pool_size")
@@ -208,7 +234,7 @@ def fit(rows: np.ndarray, labels: np.ndarray, paths: np.ndarray, meta: Mapping[s
                             "objective": "listwise (conditional logit per path)",
                             "fitted_at": datetime.now(UTC).isoformat(timespec="seconds"),
                             "scikit-learn": version("scikit-learn")})
-    return recalibrate(model, rows, labels)
+    return recalibrate(model, rows, labels, paths)
 
 
 def group_folds(row_groups: np.ndarray, folds: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -220,20 +246,21 @@ def group_folds(row_groups: np.ndarray, folds: int) -> list[tuple[np.ndarray, np
     return list(GroupKFold(n_splits=n).split(np.zeros(len(row_groups)), groups=row_groups)) if n >= 2 else []
 
 
-def recalibrate(model: RelevanceModel, rows: np.ndarray, labels: np.ndarray) -> RelevanceModel:
+def recalibrate(model: RelevanceModel, rows: np.ndarray, labels: np.ndarray, paths: np.ndarray) -> RelevanceModel:
     """The same ranking within every path, made a probability for each kind of path (as written, translated,
-    generated, pivot copies): per kind a logistic fit of the labels on the model's logit and the path's context
-    (``calibration_inputs``; Platt scaling with covariates). Needed because ranking weights have no scale of
-    their own, because a model's text scores on another scale than the question's own, and because how many
-    candidates are relevant depends on the layout (eight language versions of a page, or one). A kind without
-    both labels here, or whose logit does not rise with relevance, borrows the as-written calibration."""
+    generated, pivot copies): per kind a logistic fit of the labels on the model's logit, its softmax share of
+    the path (``paths``: each row's path) and the path's context (``calibration_inputs``; ``calibration.py``).
+    Needed because ranking weights have no scale of their own, because a model's text scores on another scale
+    than the question's own, and because how many candidates are relevant depends on the layout (eight language
+    versions of a page, or one) and on the pool. A kind without both labels here, or whose score does not rise
+    with relevance, borrows the as-written calibration."""
     kinds = path_kinds(rows)
     calibration = {}
     for kind in PATH_KINDS:
         mine = kinds == kind
         if mine.sum() and labels[mine].min() != labels[mine].max():
-            fitted = _kind_calibration(model, rows[mine], labels[mine])
-            if fitted[0] > 0:
+            fitted = _kind_calibration(model, rows[mine], labels[mine], paths[mine])
+            if fitted is not None:
                 calibration[kind] = fitted
     if "as_written" not in calibration and (kinds == "as_written").any():
         raise ConfigError("relevance model: on the as-written paths the weights do not rank relevant candidates "
@@ -241,33 +268,43 @@ def recalibrate(model: RelevanceModel, rows: np.ndarray, labels: np.ndarray) -> 
     return replace(model, calibration=calibration)
 
 
-def _kind_calibration(model: RelevanceModel, rows: np.ndarray, labels: np.ndarray) -> tuple[float, ...]:
-    """Platt scaling with the path's context as covariates (as ``recalibrate`` does per kind), on these rows."""
-    from sklearn.linear_model import LogisticRegression
-
-    inputs = np.column_stack([replace(model, calibration={}).logits(rows), rows[:, model._calibration_columns]])
-    fitted = LogisticRegression(C=1e4, max_iter=2000).fit(inputs, labels)
-    slope, *weights = (float(w) for w in fitted.coef_[0])
-    return (slope, float(fitted.intercept_[0]), *weights)
+def _kind_calibration(model: RelevanceModel, rows: np.ndarray, labels: np.ndarray,
+                      paths: np.ndarray) -> tuple[float, ...] | None:
+    """(slope, offset, weight per calibration input) on these rows (both labels needed), the weight on the logit
+    kept positive and the one on the path softmax ≥ 0 (as ``recalibrate`` does per kind); None when the slope
+    sits at its floor: the logit does not rise with relevance on these rows."""
+    logits = model.logits(rows)
+    inputs = np.column_stack([logits, model.calibration_context(rows, logits, paths)])
+    increasing = [0, *(1 + i for i, name in enumerate(model.calibration_inputs) if name == PATH_SOFTMAX)]
+    slope, *weights, offset = (float(w) for w in monotone_logistic(inputs, labels, increasing))
+    if not np.isfinite([slope, offset, *weights]).all():
+        raise ConfigError("relevance model: the calibration did not converge to finite weights")
+    if slope * logits.std() <= MIN_SLOPE * (1 + 1e-6):
+        return None
+    return (slope, offset, *weights)
 
 
 def calibrate_kind(model: RelevanceModel, kind: str, rows: np.ndarray, labels: np.ndarray,
-                   texts: Sequence[str]) -> RelevanceModel:
+                   texts: Sequence[str], paths: np.ndarray) -> RelevanceModel:
     """The model (weights unchanged) calibrated for one more kind of path, from that kind's candidates (``texts``:
-    each row's question as asked). A fold model is calibrated only on the questions it was not made to hold out,
-    so a training question's rows are still scored out-of-fold. Every other kind keeps its calibration."""
+    each row's question as asked; ``paths``: each row's path). A fold model is calibrated only on the questions
+    it was not made to hold out, so a training question's rows are still scored out-of-fold. Every other kind
+    keeps its calibration."""
     if kind not in PATH_KINDS or (path_kinds(rows) != kind).any():
         raise ConfigError(f"relevance model: rows to calibrate must all be {kind!r} paths")
     if len(rows) == 0 or labels.min() == labels.max():
         raise ConfigError("relevance model: calibrating a path kind needs relevant and irrelevant candidates")
-    own = _kind_calibration(model, rows, labels)
-    if own[0] <= 0:
+    own = _kind_calibration(model, rows, labels, paths)
+    if own is None:
         raise ConfigError(f"relevance model: on {kind!r} paths the model does not rank relevant candidates higher")
     held = np.array([model.fold_of.get(question_hash(text), -1) for text in texts])
     folds = []
-    for i, fold in enumerate(model.folds):  # a fold whose logit does not rise here borrows as-written's
-        fitted = _kind_calibration(fold, rows[held != i], labels[held != i])
-        folds.append(replace(fold, calibration={**fold.calibration, **({kind: fitted} if fitted[0] > 0 else {})}))
+    for i, fold in enumerate(model.folds):  # a fold without both labels here, or whose logit does not rise
+        mine = held != i                     # with relevance, borrows as-written's
+        both = mine.any() and labels[mine].min() != labels[mine].max()
+        fitted = _kind_calibration(fold, rows[mine], labels[mine], paths[mine]) if both else None
+        own_kind = {kind: fitted} if fitted is not None else {}
+        folds.append(replace(fold, calibration={**fold.calibration, **own_kind}))
     return replace(model, calibration={**model.calibration, kind: own}, folds=tuple(folds))
 
 

@@ -61,7 +61,8 @@ def out_of_fold_rows(model: RelevanceModel, candidates: Candidates, k: int = 10)
     first = candidates.path == 0
     for question in np.unique(candidates.question[first]):
         index = np.where(first & (candidates.question == question))[0]
-        scores = model.for_question(candidates.asked[question].question).predict(candidates.rows[index])
+        scores = model.for_question(candidates.asked[question].question).predict(candidates.rows[index],
+                                                                                  np.zeros(len(index)))
         order = np.argsort(-scores, kind="stable")[:k]
         asked = candidates.asked[question]
         rows.append({"id": asked.id, "tags": {"qid": candidates.qids[question]},
@@ -81,19 +82,19 @@ def out_of_fold_scores(candidates: Candidates, features: Sequence[str], c: float
             model = fit(candidates.rows[train], candidates.labels[train], paths[train], {}, c, features)
         except ConfigError:  # nothing to rank or calibrate on this side
             continue
-        scores[held] = model.predict(candidates.rows[held])
+        scores[held] = model.predict(candidates.rows[held], paths[held])
     return scores
 
 
 def scores_by_question(model: RelevanceModel, candidates: Candidates) -> np.ndarray:
     """Every row's P(relevant), each question's rows scored by the model for that question: the fold model that
     held it out when the model was fitted on it (``RelevanceModel.for_question``)."""
-    scores = np.zeros(len(candidates.rows))
+    scores, paths = np.zeros(len(candidates.rows)), candidates.path_keys()
     order = np.argsort(candidates.question, kind="stable")
     for rows in np.split(order, np.flatnonzero(np.diff(candidates.question[order])) + 1):
         if len(rows):
             asked = candidates.asked[candidates.question[rows[0]]].question
-            scores[rows] = model.for_question(asked).predict(candidates.rows[rows])
+            scores[rows] = model.for_question(asked).predict(candidates.rows[rows], paths[rows])
     return scores
 
 
@@ -124,7 +125,7 @@ def cross_validate(candidates: Candidates, variants: Mapping[str, tuple[str, ...
             continue  # nothing to rank or calibrate on: the fold is skipped for every model, so all see the same folds
         part = _subset(candidates, held)
         for name, model in {**(fixed or {}), **fitted}.items():
-            results[name].append(path_mrr(part, model.predict(part.rows)))
+            results[name].append(path_mrr(part, model.predict(part.rows, paths[held])))
     if not any(results.values()):
         raise ConfigError("relevance model: no fold had both relevant and irrelevant candidates to fit on")
     return {name: float(np.mean(values)) for name, values in results.items()}
