@@ -232,3 +232,19 @@ def test_on_a_six_passage_kb_the_right_top_hit_reads_as_likely(tmp_path) -> None
             assert top.passage.doc_id.endswith(f"#{paragraph}") and top.score > 0.5
             # the other paragraph, each of its versions sharing the path with the top hit, stays unlikely
             assert all(hit.score < 0.5 for hit in rest if not hit.passage.doc_id.endswith(f"#{paragraph}"))
+
+
+def test_a_model_file_of_the_previous_release_predicts_what_that_release_did() -> None:
+    """The shipped model of commit 7bc5f1f (its fold models left out), with the predictions that release's own code
+    made for these rows, once with its calibration inputs as stored and once with none named (a file older still):
+    this version must read both the same way, whatever paths the rows are given."""
+    from pathlib import Path
+
+    path = Path(__file__).parent / "fixtures" / "previous_release_model.json"
+    fixture = json.loads(path.read_text(encoding="utf-8"))
+    rows = np.asarray(fixture["rows"])
+    for variant, data in (("stored", fixture["model"]),
+                          ("unnamed", {k: v for k, v in fixture["model"].items() if k != "calibration_inputs"})):
+        model = RelevanceModel.from_dict(data)
+        for paths in (np.zeros(len(rows)), np.arange(len(rows))):
+            assert model.predict(rows, paths) == pytest.approx(fixture["expected"][variant], rel=1e-9, abs=1e-12)
