@@ -60,7 +60,7 @@ from babelrag.ingest.pivot_copies import make_pivot_copies  # noqa: E402
 from babelrag.models.bundle import Models  # noqa: E402
 from babelrag.relevance.model import RelevanceModel, calibrate_kind, default_model, fit  # noqa: E402
 from babelrag.tune.fitting import (  # noqa: E402
-    fit_crossfitted, out_of_fold_rows, out_of_fold_scores, path_mrr, reliability, scores_by_question,
+    fit_crossfitted, out_of_fold_rows, out_of_fold_scores, path_mrr, reliability, scores_by_question, top_of_each_path,
 )
 from babelrag.tune.training import Candidates, collect  # noqa: E402
 
@@ -324,13 +324,6 @@ def merged_paths_report(before: RelevanceModel, model: RelevanceModel, sample: d
                      test["p"]])
     table("Every path of a question max-merged (as written, translated, generated), sampled test questions: MRR@10",
           ["layout", "questions", "rows", "model before", "model", "paired Δ", "p"], rows)
-
-
-def top_of_each_path(candidates: Candidates, scores: np.ndarray) -> np.ndarray:
-    """The row of each path's best-scored candidate."""
-    keys = candidates.path_keys()
-    order = np.lexsort((-scores, keys))
-    return order[np.r_[True, keys[order][1:] != keys[order][:-1]]]
 
 
 def leave_one_language_out(dev: dict[str, Candidates], test: dict[str, Candidates], features: tuple[str, ...]) -> None:

@@ -122,7 +122,7 @@ def test_the_shipped_model_is_calibrated_on_held_out_questions_per_path_type(xqu
     ``benchmarks/default_relevance.py``."""
     from babelrag.experiments.squad import load_squad_folder
     from babelrag.experiments.xquad_cells import DEV_SHARE, split_of
-    from babelrag.tune.fitting import reliability
+    from babelrag.tune.fitting import reliability, top_of_each_path
     from babelrag.tune.training import collect
 
     corpus = load_squad_folder(small_xquad[0].parent)
@@ -141,9 +141,7 @@ def test_the_shipped_model_is_calibrated_on_held_out_questions_per_path_type(xqu
     gold = candidates.labels > 0
     budget = model.meta["threshold_calibration"]["budget"]
     assert ((scores < model.meta["threshold"]) & gold).sum() <= budget * gold.sum()
-    keys = candidates.path_keys()
-    order = np.lexsort((-scores, keys))
-    top = order[np.r_[True, keys[order][1:] != keys[order][:-1]]]  # each path's best-scored candidate
+    top = top_of_each_path(candidates, scores)
     for kind, mask in kinds.items():
         mine = top[mask[top]]
         assert len(mine), kind  # the fixture searches every kind of path
@@ -459,3 +457,13 @@ def test_a_same_language_distractor_does_not_beat_a_clearly_closer_cross_lingual
     hybrid = z([h.signals["cosine"] for h in cross]) + \
         0.5 * z([h.signals.get("bm25", 0.0) for h in cross])
     assert cross[int(np.argmax(hybrid))].passage.id == "distractor"
+
+
+def test_each_paths_top_hit_is_its_best_scored_row() -> None:
+    from babelrag.tune.fitting import top_of_each_path
+    from babelrag.tune.training import Candidates
+
+    candidates = Candidates(np.zeros((7, len(FEATURES))), np.zeros(7), np.array([0, 0, 0, 1, 1, 1, 1]),
+                            np.array([0, 0, 1, 0, 0, 0, 1]), np.array(["de"] * 7, dtype=object), [], [])
+    scores = np.array([0.2, 0.9, 0.5, 0.1, 0.7, 0.7, 0.3])
+    assert sorted(top_of_each_path(candidates, scores)) == [1, 2, 4, 6]  # a tie keeps the first row

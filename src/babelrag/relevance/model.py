@@ -89,8 +89,6 @@ class RelevanceModel:
         over a path, and the candidate's softmax share of its path (``calibration.py``)."""
         if len(paths) != len(rows):
             raise ValueError("relevance model: one path id per candidate row")
-        if not self.calibration_inputs:
-            return np.zeros((len(rows), 0))
         return np.column_stack([rows[:, column] if isinstance(column, int) else column(rows, logits, paths)
                                 for column in self._calibration_columns])
 

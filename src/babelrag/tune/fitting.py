@@ -42,6 +42,13 @@ def path_mrr(candidates: Candidates, scores: np.ndarray, k: int = 10) -> float:
     return float(np.mean(np.where(best < k, 1.0 / (best + 1), 0.0)))
 
 
+def top_of_each_path(candidates: Candidates, scores: np.ndarray) -> np.ndarray:
+    """The row of each path's best-scored candidate: the probability a user reads first."""
+    keys = candidates.path_keys()
+    order = np.lexsort((-scores, keys))
+    return order[np.r_[True, keys[order][1:] != keys[order][:-1]]]
+
+
 def _subset(candidates: Candidates, rows: np.ndarray) -> Candidates:
     return replace(candidates, rows=candidates.rows[rows], labels=candidates.labels[rows],
                    question=candidates.question[rows], path=candidates.path[rows], path_lang=candidates.path_lang[rows])
