@@ -13,7 +13,7 @@ measured round-robin per question (the same noise hits every mode). Ratios are a
 embedding alone, measured in the same loop (target: hybrid p50 ≤ 1.3 × (embedding + 5 ms)), and
 against plain dense search (numpy brute force over the same stored vectors, embedding included: the
 dense floor).
-Run: python benchmarks/latency.py [--index pooled|synthetic|both] [--questions N] [--passages warm|cold]
+Run: python benchmarks/latency.py [--index pooled|synthetic|both] [--questions N] [--passages warm|cold] [--langs th,zh]
 """
 from __future__ import annotations
 
@@ -133,6 +133,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--index", choices=["pooled", "synthetic", "both"], default="both")
     parser.add_argument("--questions", type=int, default=200)
+    parser.add_argument("--langs", default="", help="only questions in these languages (comma-separated; default: all)")
     parser.add_argument("--passages", choices=["warm", "cold"], default="warm",
                         help="the store's decoded passages warm for every mode, or forgotten before every search")
     parser.add_argument("--build-synthetic", action="store_true", help=argparse.SUPPRESS)
@@ -143,7 +144,9 @@ def main() -> None:
     if args.build_synthetic:
         build_synthetic(store)
     elif args.measure:  # one process per index, so each peak memory is that index's own
-        questions = random.Random(1).sample(load_squad_folder(XQUAD).questions, args.questions)
+        langs = {lang for lang in args.langs.split(",") if lang}
+        asked = [q for q in load_squad_folder(XQUAD).questions if not langs or q.lang in langs]
+        questions = random.Random(1).sample(asked, min(args.questions, len(asked)))
         if args.measure == "pooled":
             measure(store, ensure_pooled_xquad(store), questions, "pooled xquad-dev", args.passages)
         else:
@@ -153,7 +156,7 @@ def main() -> None:
             if index == "synthetic" and not open_store(store).exists(SYNTHETIC):
                 subprocess.run([sys.executable, __file__, "--build-synthetic"], check=True)
             subprocess.run([sys.executable, __file__, "--measure", index, "--questions", str(args.questions),
-                            "--passages", args.passages], check=True)
+                            "--passages", args.passages, "--langs", args.langs], check=True)
 
 
 if __name__ == "__main__":

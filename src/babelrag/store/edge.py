@@ -76,7 +76,7 @@ def _filter(where: Where | None) -> qe.Filter | None:
 
 def _query(arm: ArmQuery) -> qe.Query:
     if arm.arm == DENSE:
-        return qe.Query.Nearest([float(x) for x in arm.dense], using=DENSE)
+        return qe.Query.Nearest(np.asarray(arm.dense).tolist(), using=DENSE)
     return qe.Query.Nearest(qe.SparseVector(list(arm.sparse.indices), list(arm.sparse.values)), using=SPARSE)
 
 
@@ -203,7 +203,7 @@ class EdgeCollection:
             return {}
         deadline.check("scoring the candidates")
         (points,) = self._shard.query_batch(qe.QueryBatchRequest([qe.QueryRequest(
-            limit=len(by_point), query=qe.Query.Nearest([float(x) for x in vector], using=DENSE),
+            limit=len(by_point), query=qe.Query.Nearest(np.asarray(vector).tolist(), using=DENSE),
             filter=qe.Filter(must=[qe.HasIdCondition(set(by_point))]), with_payload=False, with_vector=False,
             params=qe.SearchParams(exact=True))]))
         return {by_point[str(p.id)]: float(p.score) for p in points}
