@@ -13,7 +13,10 @@ measured round-robin per question (the same noise hits every mode). Ratios are a
 embedding alone, measured in the same loop (target: hybrid p50 ≤ 1.3 × (embedding + 5 ms)), and
 against plain dense search (numpy brute force over the same stored vectors, embedding included: the
 dense floor).
+``--steps``: where each mode's own work goes, from its trace's step times, with every question's vector already
+embedded and its passages warm (each question searched once untimed, then ``--rounds`` times timed).
 Run: python benchmarks/latency.py [--index pooled|synthetic|both] [--questions N] [--passages warm|cold] [--langs th,zh]
+                                  [--steps [--rounds N]]
 """
 from __future__ import annotations
 
@@ -129,6 +132,30 @@ def measure(store: str, kb_name: str, questions: list, label: str, passages: str
           ["", "p50 ms", "p95 ms", "p50 / (embed + 5 ms)", "p50 / dense floor"], rows)
 
 
+def own_work(store: str, kb_name: str, questions: list, label: str, rounds: int) -> None:
+    """Median step times per mode (the trace's), the query embedded and the passages decoded beforehand: the
+    work a mode adds to the embedding, apart from how slowly it runs right after one."""
+    rows = []
+    with KnowledgeBase.open(kb_name, store) as kb:
+        for mode, preset in MODES.items():
+            searcher = Searcher(kb, preset_config(preset, {"country_filter": False}))
+            for q in questions:  # untimed: vectors embedded, passages decoded
+                searcher.search(Question(q.text, lang=q.lang))
+            steps: dict[str, list[float]] = defaultdict(list)
+            totals = []
+            for _ in range(rounds):
+                for q in questions:
+                    start = time.perf_counter()
+                    trace = searcher.search(Question(q.text, lang=q.lang)).trace
+                    totals.append(time.perf_counter() - start)
+                    for stage in dict.fromkeys(step.stage for step in trace.steps):
+                        steps[stage].append(trace.seconds(stage))
+            rows.append([mode, percentile(totals, 50) * 1000,
+                         ", ".join(f"{stage} {percentile(times, 50) * 1000:.2f}" for stage, times in steps.items())])
+    table(f"{label}: own work per mode, query embedded, passages warm ({len(questions)} questions × {rounds})",
+          ["", "p50 ms", "median ms per step"], rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--index", choices=["pooled", "synthetic", "both"], default="both")
@@ -136,6 +163,9 @@ def main() -> None:
     parser.add_argument("--langs", default="", help="only questions in these languages (comma-separated; default: all)")
     parser.add_argument("--passages", choices=["warm", "cold"], default="warm",
                         help="the store's decoded passages warm for every mode, or forgotten before every search")
+    parser.add_argument("--steps", action="store_true",
+                        help="each mode's own work per step, query embedded, passages warm")
+    parser.add_argument("--rounds", type=int, default=3, help="timed searches per question with --steps")
     parser.add_argument("--build-synthetic", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--measure", choices=["pooled", "synthetic"], help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -147,16 +177,19 @@ def main() -> None:
         langs = {lang for lang in args.langs.split(",") if lang}
         asked = [q for q in load_squad_folder(XQUAD).questions if not langs or q.lang in langs]
         questions = random.Random(1).sample(asked, min(args.questions, len(asked)))
-        if args.measure == "pooled":
-            measure(store, ensure_pooled_xquad(store), questions, "pooled xquad-dev", args.passages)
+        kb_name, label = (ensure_pooled_xquad(store), "pooled xquad-dev") if args.measure == "pooled" else \
+            (SYNTHETIC, "synthetic 100k (HNSW)")
+        if args.steps:
+            own_work(store, kb_name, questions, label, args.rounds)
         else:
-            measure(store, SYNTHETIC, questions, "synthetic 100k (HNSW)", args.passages)
+            measure(store, kb_name, questions, label, args.passages)
     else:
         for index in (["pooled", "synthetic"] if args.index == "both" else [args.index]):
             if index == "synthetic" and not open_store(store).exists(SYNTHETIC):
                 subprocess.run([sys.executable, __file__, "--build-synthetic"], check=True)
             subprocess.run([sys.executable, __file__, "--measure", index, "--questions", str(args.questions),
-                            "--passages", args.passages, "--langs", args.langs], check=True)
+                            "--passages", args.passages, "--langs", args.langs, "--rounds", str(args.rounds),
+                            *(["--steps"] if args.steps else [])], check=True)
 
 
 if __name__ == "__main__":
