@@ -206,7 +206,7 @@ def main() -> None:
     parser.add_argument("--copies-translator", default="qwen2.5-coder-0.5b",
                         help="who makes the copies --calibrate-copies calibrates on: an LLM, or professional")
     parser.add_argument("--before", type=Path, help="the model to compare against, a model file (default: the shipped "
-                        "model as it was when the run started)")
+                        "model as it was when the run started; with --check, none)")
     parser.add_argument("--features", choices=list(CANDIDATE_SETS), help="fit this feature set without comparing "
                         "the sets by cross-validation first (the comparison takes most of the run)")
     args = parser.parse_args()
@@ -219,9 +219,10 @@ def main() -> None:
     candidates, fingerprint = collect_all(args.cache)
     dev = {layout: splits["dev"] for layout, splits in candidates.items() if "dev" in splits}
     test = {layout: splits["test"] for layout, splits in candidates.items() if "test" in splits}
+    # with --check and no --before there is nothing to compare with: the shipped model is the model itself
     before = RelevanceModel.from_dict(json.loads(args.before.read_text(encoding="utf-8"))) if args.before else \
-        default_model()
-    if not before.fits(fingerprint):
+        None if args.check else default_model()
+    if before is not None and not before.fits(fingerprint):
         raise SystemExit("the model compared against was fitted on another embedder's cosines, or reads features this "
                          "version does not compute")
     if args.check:
@@ -248,14 +249,16 @@ def main() -> None:
         TARGET.write_text(json.dumps(model.to_dict(), indent=1) + "\n", encoding="utf-8")
         print(f"written {TARGET}: features {chosen}, τ {model.meta['threshold']} from {tau['n']} questions")
     scorers: dict[str, Scores] = {"dense": dense_order, "hybrid order": hybrid_order,
-                                  "model before": lambda c: before.predict(c.rows, c.path_keys()),
+                                  **({"model before": lambda c: before.predict(c.rows, c.path_keys())}
+                                     if before else {}),
                                   "model": lambda c: model.predict(c.rows, c.path_keys())}
     table("MRR@10 of the question-as-written path on test articles, by where the gold page is",
           ["layout", "order", "questions", "rows", "MRR", "gold in Lq", "gold elsewhere", "language gap"],
           layout_rows(test, scorers))
     sample = {layout: splits["sample"] for layout, splits in candidates.items() if "sample" in splits}
     reliability_report(model, sample)
-    merged_paths_report(before, model, sample)
+    if before is not None:
+        merged_paths_report(before, model, sample)
     print("weights (per standard deviation):", model.weights())
     leave_one_language_out(dev, test, model.features)
 

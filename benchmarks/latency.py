@@ -170,12 +170,16 @@ def main() -> None:
     parser.add_argument("--measure", choices=["pooled", "synthetic"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     need_data()
+    langs = {lang for lang in args.langs.split(",") if lang}
+    every = load_squad_folder(XQUAD).questions
+    asked = [q for q in every if not langs or q.lang in langs]
+    if not asked:
+        known = ", ".join(sorted({q.lang for q in every}))
+        raise SystemExit(f"--langs: no question in those languages (XQuAD-dev has {known})")
     store = bench_store()
     if args.build_synthetic:
         build_synthetic(store)
     elif args.measure:  # one process per index, so each peak memory is that index's own
-        langs = {lang for lang in args.langs.split(",") if lang}
-        asked = [q for q in load_squad_folder(XQUAD).questions if not langs or q.lang in langs]
         questions = random.Random(1).sample(asked, min(args.questions, len(asked)))
         kb_name, label = (ensure_pooled_xquad(store), "pooled xquad-dev") if args.measure == "pooled" else \
             (SYNTHETIC, "synthetic 100k (HNSW)")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -9,10 +10,12 @@ import pytest
 from babelrag.config import preset_config
 from babelrag.evaluate.metrics import reciprocal_rank
 from babelrag.ingest.pipeline import index_sources
+from babelrag.errors import ConfigError
 from babelrag.kb import KnowledgeBase
+from babelrag.relevance.model import default_model
 from babelrag.retrieve.cache import RetrievalCache
 from babelrag.retrieve.pipeline import Searcher
-from babelrag.retrieve import search
+from babelrag.retrieve import pipeline, search
 from babelrag.retrieve.fusion import fuse as real_fuse
 from babelrag.retrieve.search import retrieve
 from babelrag.types import Question, SearchRequest, Trace
@@ -179,6 +182,19 @@ def test_trace_records_every_stage(kb: KnowledgeBase) -> None:
     assert [arm["scorer"] for arm in retrieve.data["arms"]] == ["cosine", "bm25"]
     assert result.trace.to_dict()["steps"][-1]["data"]["passed"] == result.passed == 10
     json.dumps(result.to_dict(), default=str)
+
+
+def test_rerank_auto_refuses_a_model_of_this_embedder_with_features_it_does_not_compute(
+        kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tuned model written by a version with other features is said, not silently dropped to no reranking
+    (which ``auto`` does only for a model of another embedder, whose cosines mean something else)."""
+    shipped = default_model()
+    newer = replace(shipped, calibration_inputs=(*shipped.calibration_inputs[:-1], "a_future_input"))
+    monkeypatch.setattr(pipeline, "model_for", lambda *_: newer)
+    with pytest.raises(ConfigError, match="refit it"):
+        Searcher(kb, preset_config("default"))
+    monkeypatch.setattr(pipeline, "model_for", lambda *_: replace(newer, meta={**newer.meta, "embedder": "other"}))
+    assert Searcher(kb, preset_config("default")).rerank == "none"
 
 
 def test_threshold_and_language_filter(kb: KnowledgeBase) -> None:

@@ -116,10 +116,11 @@ def test_the_shipped_model_is_calibrated_on_held_out_questions_per_path_type(xqu
     likely as predicted. Fitted to rank, the model scores a gold page's best version, and the path softmax shares
     the path's mass among its candidates, so on a parallel KB the other versions — relevant too — are
     under-predicted: measured here 0.185 predicted, 0.511 observed in the ninth as-written decile (0.294 / 0.515
-    before the path softmax, when this bound was twice; the pointwise model was within 0.1). Generated paths are
-    over-predicted on this fixture (their sixth decile 0.48 predicted, 0.016 observed; 0.58 before): not asserted,
-    reported in the README. Two-sided reliability on the benchmark layouts' test articles is measured by
-    ``benchmarks/default_relevance.py``."""
+    before the path softmax, when this bound was twice; the pointwise model was within 0.1). The other way, no
+    decile of the question's own or translated paths predicts more than twice what it observes beyond 0.05
+    (measured at most 0.050 predicted against 0.018 observed). Generated paths are over-predicted on this fixture
+    (their sixth decile 0.48 predicted, 0.016 observed; 0.58 before): not asserted, reported in the README.
+    Reliability on the benchmark layouts' test articles is measured by ``benchmarks/default_relevance.py``."""
     from babelrag.experiments.squad import load_squad_folder
     from babelrag.experiments.xquad_cells import DEV_SHARE, split_of
     from babelrag.tune.fitting import reliability, top_of_each_path
@@ -149,8 +150,10 @@ def test_the_shipped_model_is_calibrated_on_held_out_questions_per_path_type(xqu
         assert abs(predicted - observed) <= 0.05 + 3 * np.sqrt(observed * (1 - observed) / len(mine)), (kind, predicted)
         for n, predicted, observed in reliability(scores[mask], candidates.labels[mask], bins=10):
             # binomial noise on n candidates plus 0.1 of tolerance: a model under-predicting by more than 3× fails
-            assert observed - 3 * predicted <= 0.1 + 3 * np.sqrt(max(predicted * (1 - predicted), 1e-4) / n), \
-                (kind, n, predicted, observed)
+            noise = 3 * np.sqrt(max(predicted * (1 - predicted), 1e-4) / n)
+            assert observed - 3 * predicted <= 0.1 + noise, (kind, n, predicted, observed)
+            if kind != "generated":  # over-prediction: the question's own and translated paths
+                assert predicted - 2 * observed <= 0.05 + noise, (kind, n, predicted, observed)
 
 
 def test_the_shipped_model_is_documented_and_refuses_another_embedder() -> None:
@@ -467,3 +470,6 @@ def test_each_paths_top_hit_is_its_best_scored_row() -> None:
                             np.array([0, 0, 1, 0, 0, 0, 1]), np.array(["de"] * 7, dtype=object), [], [])
     scores = np.array([0.2, 0.9, 0.5, 0.1, 0.7, 0.7, 0.3])
     assert sorted(top_of_each_path(candidates, scores)) == [1, 2, 4, 6]  # a tie keeps the first row
+    none = Candidates(np.zeros((0, len(FEATURES))), np.zeros(0), np.zeros(0, dtype=int), np.zeros(0, dtype=int),
+                      np.zeros(0, dtype=object), [], [])
+    assert top_of_each_path(none, np.zeros(0)).shape == (0,)  # no paths, no top hits

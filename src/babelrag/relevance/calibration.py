@@ -21,6 +21,7 @@ from scipy.special import expit
 
 PATH_SOFTMAX = "path_softmax"  # a calibration input the model computes itself: not a feature of the candidate
 MIN_SLOPE = 1e-3  # per standard deviation of the logit: at 0, scores whose share rounds away would tie
+MAX_ITERATIONS = 2000  # a handful of weights: measured well under 100 on the shipped data
 
 
 def path_softmax(logits: np.ndarray, paths: np.ndarray) -> np.ndarray:
@@ -60,6 +61,8 @@ def monotone_logistic(inputs: np.ndarray, labels: np.ndarray, increasing: Sequen
     bounds = [((MIN_SLOPE if column == increasing[0] else 0.0), None) if column in increasing else (None, None)
               for column in range(width + 1)]
     found = minimize(loss, np.zeros(width + 1), jac=True, method="L-BFGS-B", bounds=bounds,
-                     options={"maxiter": 2000})
+                     options={"maxiter": MAX_ITERATIONS})
+    if found.status == 1:  # stopped by the budget, not at an optimum: weights that would be used as if fitted
+        raise ValueError(f"calibration: the fit did not converge in {MAX_ITERATIONS} iterations")
     weights = found.x[:width] / scale
     return np.append(weights, found.x[width] - centre @ weights)

@@ -116,7 +116,9 @@ class RelevanceModel:
             raise IndexMismatch(kb, [("relevance model embedder", fitted_for, embedder_fingerprint)])
         if unknown := [name for name in self.features if name not in FEATURES] + [
                 name for name in self.calibration_inputs if name not in INPUTS]:
-            raise IndexMismatch(kb, [("relevance model features", unknown, "not computed by this version")])
+            raise ConfigError(f"relevance model of knowledge base '{kb}': {len(unknown)} of the features or "
+                              f"calibration inputs it reads are not computed by this version; refit it (`babelrag "
+                              f"tune`) or install the version that wrote it")
 
     def fitted_on(self, texts: Sequence[str]) -> int:
         """How many of these questions the model was fitted on (by the hashes it keeps of its own)."""
@@ -147,27 +149,44 @@ class RelevanceModel:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RelevanceModel:
+        """A model from its file's contents. Anything malformed — a missing field, weights of another length than
+        the features or the calibration inputs, a number that is not finite — is refused here, naming the field,
+        rather than turning into NaN probabilities or a failure on every search later."""
         try:
             if data.get("format") != FORMAT:
                 raise ConfigError(f"relevance model: format {data.get('format')!r}, this version reads {FORMAT}")
-            features = tuple(data["features"])
+            features = tuple(str(name) for name in data["features"])
             # a model written before the inputs were stored was calibrated on the first release's inputs
-            inputs = tuple(str(name) for name in data.get("calibration_inputs") or FIRST_CALIBRATION_INPUTS)
-            folds = tuple(cls(features, *_weights(fold), {"name": f"fold {i}"}, calibration=_calibration(fold, inputs),
-                              calibration_inputs=inputs) for i, fold in enumerate(data.get("folds") or ()))
+            stored = data.get("calibration_inputs")
+            inputs = FIRST_CALIBRATION_INPUTS if stored is None else tuple(str(name) for name in stored)
+            if not inputs or len(set(inputs)) != len(inputs) or len(set(features)) != len(features):
+                raise _Malformed("features or calibration_inputs: empty or repeated names")
+            folds = tuple(cls(features, *_weights(fold, len(features), f"folds[{i}]"), {"name": f"fold {i}"},
+                              calibration=_calibration(fold, inputs, f"folds[{i}]"), calibration_inputs=inputs)
+                          for i, fold in enumerate(data.get("folds") or ()))
             fold_of = {str(key): int(value) for key, value in (data.get("fold_of") or {}).items()}
             if any(not 0 <= value < len(folds) for value in fold_of.values()):
-                raise ValueError("fold_of names a fold the model does not have")
-            return cls(features, *_weights(data), dict(data.get("meta") or {}), folds, fold_of,
-                       _calibration(data, inputs), inputs)
-        except (KeyError, TypeError, ValueError) as error:
+                raise _Malformed("fold_of names a fold the model does not have")
+            return cls(features, *_weights(data, len(features), "model"), dict(data.get("meta") or {}), folds, fold_of,
+                       _calibration(data, inputs, "model"), inputs)
+        except _Malformed as error:  # our own words: the field, never its value
+            raise ConfigError(f"relevance model: malformed ({error})") from error
+        except KeyError as error:
+            raise ConfigError(f"relevance model: malformed (missing field {error.args[0]!r})") from error
+        except (TypeError, ValueError) as error:  # their messages may quote the file's values: not repeated
             raise ConfigError(f"relevance model: malformed ({type(error).__name__})") from error
 
 
-def _calibration(data: Mapping[str, Any], inputs: Sequence[str]) -> dict[str, tuple[float, ...]]:
+class _Malformed(ValueError):
+    """A model file that parses but does not describe a model (the message names the field)."""
+
+
+def _calibration(data: Mapping[str, Any], inputs: Sequence[str], where: str) -> dict[str, tuple[float, ...]]:
     found = {str(kind): tuple(float(v) for v in values) for kind, values in (data.get("calibration") or {}).items()}
     if set(found) - set(PATH_KINDS) or any(len(v) != 2 + len(inputs) for v in found.values()):
-        raise ValueError("calibration: unknown path kind or wrong number of weights")
+        raise _Malformed(f"{where} calibration: unknown path kind or not one weight per calibration input")
+    if not all(np.isfinite(v).all() for v in found.values()):
+        raise _Malformed(f"{where} calibration: a weight that is not a finite number")
     return found
 
 
@@ -205,9 +224,17 @@ def path_kinds(rows: np.ndarray) -> np.ndarray:
     return kinds
 
 
-def _weights(data: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    return (np.asarray(data["mean"], dtype=np.float64), np.asarray(data["scale"], dtype=np.float64),
-            np.asarray(data["coef"], dtype=np.float64), float(data["intercept"]))
+def _weights(data: Mapping[str, Any], features: int, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """(mean, scale, coef, intercept): one of each per feature, every number finite, no scale of 0."""
+    mean, scale, coef = (np.asarray(data[name], dtype=np.float64) for name in ("mean", "scale", "coef"))
+    intercept = float(data["intercept"])
+    if any(array.shape != (features,) for array in (mean, scale, coef)):
+        raise _Malformed(f"{where} mean, scale, coef: not one number per feature")
+    if not all(np.isfinite(numbers).all() for numbers in (mean, scale, coef, intercept)):
+        raise _Malformed(f"{where} mean, scale, coef, intercept: a number that is not finite")
+    if (scale == 0).any():
+        raise _Malformed(f"{where} scale: a feature scaled by 0")
+    return mean, scale, coef, intercept
 
 
 def question_hash(text: str) -> str:
@@ -274,7 +301,10 @@ def _kind_calibration(model: RelevanceModel, rows: np.ndarray, labels: np.ndarra
     logits = model.logits(rows)
     inputs = np.column_stack([logits, model.calibration_context(rows, logits, paths)])
     increasing = [0, *(1 + i for i, name in enumerate(model.calibration_inputs) if name == PATH_SOFTMAX)]
-    slope, *weights, offset = (float(w) for w in monotone_logistic(inputs, labels, increasing))
+    try:
+        slope, *weights, offset = (float(w) for w in monotone_logistic(inputs, labels, increasing))
+    except ValueError as error:  # the fit's own words: no input in them
+        raise ConfigError(f"relevance model: {error}") from error
     if not np.isfinite([slope, offset, *weights]).all():
         raise ConfigError("relevance model: the calibration did not converge to finite weights")
     if slope * logits.std() <= MIN_SLOPE * (1 + 1e-6):
@@ -353,6 +383,9 @@ def model_for(stored_profile: Mapping[str, Any] | None, profile_model: Mapping[s
 
 
 def describe(model: RelevanceModel, extra: Sequence[str] = ()) -> dict[str, Any]:
-    """What the manifest and the trace say about a model (not its weights)."""
+    """What the manifest and the trace say about a model (not its weights), and which path kinds have no
+    calibration of their own and are scored on the question's own (as-written) scale."""
     keys = ("name", "trained_on", "questions", "candidates", "embedder", "fitted_at", "scikit-learn", *extra)
-    return {k: model.meta[k] for k in keys if k in model.meta}
+    borrowed = [kind for kind in PATH_KINDS if kind != "as_written" and kind not in model.calibration]
+    return {**{k: model.meta[k] for k in keys if k in model.meta},
+            **({"calibration_borrowed_from_as_written": borrowed} if model.calibration and borrowed else {})}

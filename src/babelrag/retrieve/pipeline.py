@@ -39,7 +39,9 @@ def resolve_rerank(kb: KnowledgeBase, config: SearchConfig) -> tuple[str, Releva
     if rerank == "auto":
         profile = load_profile(kb, config.profile).model if config.profile else None
         model = model_for(kb.manifest.profile, profile)
-        if model.fits(kb.embedder.fingerprint()):
+        if model.meta.get("embedder") == kb.embedder.fingerprint():
+            # a model of this embedder written by a version with other features: said, never skipped
+            model.check(kb.embedder.fingerprint(), kb.name)
             rerank = "learned"
         elif config.threshold is not None or (config.merge == "max" and plans_several_paths(config)):
             raise ConfigError(f"rerank: auto found no relevance model for the embedder of knowledge base '{kb.name}' "

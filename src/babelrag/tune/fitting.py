@@ -45,6 +45,8 @@ def path_mrr(candidates: Candidates, scores: np.ndarray, k: int = 10) -> float:
 def top_of_each_path(candidates: Candidates, scores: np.ndarray) -> np.ndarray:
     """The row of each path's best-scored candidate: the probability a user reads first."""
     keys = candidates.path_keys()
+    if len(keys) == 0:
+        return np.zeros(0, dtype=np.intp)
     order = np.lexsort((-scores, keys))
     return order[np.r_[True, keys[order][1:] != keys[order][:-1]]]
 
