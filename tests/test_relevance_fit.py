@@ -317,3 +317,14 @@ def test_what_a_model_says_about_itself_names_the_path_kinds_on_the_question_s_s
     assert describe(shipped)["calibration_borrowed_from_as_written"] == ["pivot_copies"]
     own = replace(shipped, calibration={**shipped.calibration, "pivot_copies": shipped.calibration["as_written"]})
     assert "calibration_borrowed_from_as_written" not in describe(own)
+
+
+def test_predicting_without_one_path_id_per_row_is_a_bug_that_stops() -> None:
+    """Calibrated or not, a model asked to score rows with a path id missing refuses rather than guess."""
+    rng = np.random.default_rng(6)
+    rows, labels, path = _paths(rng, 20, 10)
+    fitted = fit(rows, labels, path, {}, features=("dense_z", "coverage"))
+    for model in (fitted, replace(fitted, calibration={})):
+        assert len(model.predict(rows, path)) == len(rows)
+        with pytest.raises(ValueError, match="one path id per candidate row"):
+            model.predict(rows, path[:-1])

@@ -69,6 +69,8 @@ class RelevanceModel:
     def predict(self, rows: np.ndarray, paths: np.ndarray) -> np.ndarray:
         """P(relevant) for rows of all ``FEATURES`` (the model reads its own subset of them). ``paths``: each
         row's path (any ids): the calibration reads each candidate against the others of its path."""
+        if len(paths) != len(rows):  # a caller's bug, whether or not this model is calibrated
+            raise ValueError("relevance model: one path id per candidate row")
         if rows.shape[0] == 0:
             return np.zeros(0)
         logits = self.logits(rows)
@@ -87,8 +89,6 @@ class RelevanceModel:
     def calibration_context(self, rows: np.ndarray, logits: np.ndarray, paths: np.ndarray) -> np.ndarray:
         """The calibration's inputs besides the logit, one column per ``calibration_inputs``: features constant
         over a path, and the candidate's softmax share of its path (``calibration.py``)."""
-        if len(paths) != len(rows):
-            raise ValueError("relevance model: one path id per candidate row")
         return np.column_stack([rows[:, column] if isinstance(column, int) else column(rows, logits, paths)
                                 for column in self._calibration_columns])
 
@@ -106,19 +106,22 @@ class RelevanceModel:
 
     def fits(self, embedder_fingerprint: str) -> bool:
         """Fitted on this embedder's cosines, and every feature computed by this version."""
-        return self.meta.get("embedder") == embedder_fingerprint and all(
-            name in FEATURES for name in self.features) and all(name in INPUTS for name in self.calibration_inputs)
+        return self.meta.get("embedder") == embedder_fingerprint and not self._unknown_inputs()
 
     def check(self, embedder_fingerprint: str, kb: str) -> None:
         """Refuse a model fitted on another embedder's cosines, or for features this version does not compute."""
         fitted_for = self.meta.get("embedder")
         if fitted_for != embedder_fingerprint:
             raise IndexMismatch(kb, [("relevance model embedder", fitted_for, embedder_fingerprint)])
-        if unknown := [name for name in self.features if name not in FEATURES] + [
-                name for name in self.calibration_inputs if name not in INPUTS]:
+        if unknown := self._unknown_inputs():
             raise ConfigError(f"relevance model of knowledge base '{kb}': {len(unknown)} of the features or "
                               f"calibration inputs it reads are not computed by this version; refit it (`babelrag "
                               f"tune`) or install the version that wrote it")
+
+    def _unknown_inputs(self) -> list[str]:
+        """The features and calibration inputs this model reads that this version does not compute."""
+        return [name for name in self.features if name not in FEATURES] + [
+            name for name in self.calibration_inputs if name not in INPUTS]
 
     def fitted_on(self, texts: Sequence[str]) -> int:
         """How many of these questions the model was fitted on (by the hashes it keeps of its own)."""
