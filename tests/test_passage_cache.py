@@ -108,6 +108,35 @@ def test_the_least_recently_used_passages_go_first() -> None:
     assert shard.asked == [[2]]
 
 
+def test_vectors_are_read_once_forgotten_on_a_write_and_not_kept_from_a_read_it_overlapped() -> None:
+    cache, stored, asked = PassageCache(capacity=2), {"a": np.ones(2), "b": np.zeros(2)}, []
+
+    def read(ids: list[str]) -> dict[str, np.ndarray]:
+        asked.append(list(ids))
+        return {pid: stored[pid] for pid in ids if pid in stored}
+
+    assert set(cache.vectors(["a", "b", "gone"], read)) == {"a", "b"}
+    assert set(cache.vectors(["a", "b"], read)) == {"a", "b"} and asked == [["a", "b", "gone"]]
+    stored["a"] = np.full(2, 2.0)
+    cache.forget()
+    assert cache.vectors(["a"], read)["a"][0] == 2.0
+
+    def read_while_a_write_lands(ids: list[str]) -> dict[str, np.ndarray]:
+        found = read(ids)
+        stored["b"] = np.full(2, 3.0)
+        cache.forget()
+        return found
+
+    assert cache.vectors(["b"], read_while_a_write_lands)["b"][0] == 0.0  # this search uses what it read ...
+    assert cache.vectors(["b"], read)["b"][0] == 3.0  # ... and the next one reads again
+    cache.vectors(["b", "a", "c"], lambda ids: {pid: np.ones(2) for pid in ids})  # b served; a, c read: over 2
+    asked.clear()
+    cache.vectors(["a", "c"], read)
+    assert asked == []  # the two most recent are kept ...
+    cache.vectors(["b"], read)
+    assert asked == [["b"]]  # ... and b, the least recently used, went
+
+
 class _CountsReads:
     """The engine shard, counting payload reads; ``during_update`` runs while a write is under way."""
 

@@ -6,7 +6,7 @@ without the engine; ``to_dict`` gives the JSON shape the trace files and the CLI
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -86,14 +86,15 @@ class SearchRequest:
 
 @dataclass(frozen=True, slots=True)
 class Hit:
-    """A passage with the score the named scorer gave it. ``terms`` (the ids of its keyword terms) ride along
-    for re-scoring only; ``signals`` keep what each retrieval arm said about it (``dense``/``bm25`` scores and
-    ``*_rank`` positions, and ``cosine``, its cosine to the text its path is re-scored against) for re-scoring."""
+    """A passage with the score the named scorer gave it. ``terms`` (the ids of its keyword terms, each once; the
+    stores give an ``array("I")``) ride along for re-scoring only; ``signals`` keep what each retrieval arm said
+    about it (``dense``/``bm25`` scores and ``*_rank`` positions, and ``cosine``, its cosine to the text its path
+    is re-scored against) for re-scoring."""
 
     passage: Passage
     score: float
     path: str
-    terms: frozenset[int] | None = field(default=None, compare=False, repr=False)
+    terms: Collection[int] | None = field(default=None, compare=False, repr=False)
     signals: Mapping[str, float] = field(default_factory=dict, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:

@@ -8,6 +8,7 @@ BM25 over the path's best). Nothing here calls a model: the dense cosine is the 
 """
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 
 import numpy as np
@@ -64,10 +65,12 @@ def _group_max(groups: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
     return best
 
 
-def _codes(values: Sequence[str]) -> np.ndarray:
-    """Each value's group number, in order of first appearance (``np.unique`` sorts Python strings: slower)."""
+def _codes(values: Sequence[str]) -> tuple[np.ndarray, list[str]]:
+    """Each value's group number, in order of first appearance (``np.unique`` sorts Python strings: slower),
+    and the distinct values in that order."""
     numbers: dict[str, int] = {}
-    return np.array([numbers.setdefault(value, len(numbers)) for value in values], dtype=np.intp)
+    codes = np.array([numbers.setdefault(value, len(numbers)) for value in values], dtype=np.intp)
+    return codes, list(numbers)
 
 
 def _within_language(dense: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -87,18 +90,17 @@ def _within_language(dense: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, 
     return z, gap, np.log(rank), count[group] / len(dense)
 
 
-def _by_page(doc_ids: Sequence[str], lang_group: np.ndarray, same_lang: np.ndarray, dense: np.ndarray,
+def _by_page(page: np.ndarray, lang_group: np.ndarray, languages: int, same_lang: np.ndarray, dense: np.ndarray,
              bm25_norm: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Per candidate, about its page among the path's candidates: log of how many languages the path found it
-    in (on a parallel KB a relevant page is found in several), whether one of them is the path's language,
-    the page's best cosine relative to the path's best, and its best normalised BM25."""
-    page = _codes(doc_ids)
+    """Per candidate, about its page among the path's candidates (``page``: each one's page as a number): log of
+    how many languages the path found it in (on a parallel KB a relevant page is found in several), whether one
+    of them is the path's language, the page's best cosine relative to the path's best, and its best normalised
+    BM25."""
     pages = int(page.max()) + 1
-    pairs = np.unique(page * len(page) + lang_group)  # each (page, language) once
-    languages = np.bincount(pairs // len(page), minlength=pages)
-    same = _group_max(page, same_lang, pages)
-    return (np.log(languages[page]), same[page], _group_max(page, dense, pages)[page] - dense.max(),
-            _group_max(page, bm25_norm, pages)[page])
+    found = np.zeros((pages, languages), dtype=bool)
+    found[page, lang_group] = True  # each (page, language) once
+    return (np.log(found.sum(axis=1))[page], _group_max(page, same_lang, pages)[page],
+            _group_max(page, dense, pages)[page] - dense.max(), _group_max(page, bm25_norm, pages)[page])
 
 
 def _language_bias(dense: np.ndarray, same_lang: np.ndarray) -> float:
@@ -110,6 +112,18 @@ def _language_bias(dense: np.ndarray, same_lang: np.ndarray) -> float:
         return 0.0
     return float(dense[same].mean() - dense[~same].mean())
 
+
+def _coverage(hits: Sequence[Hit], query_terms: frozenset[int]) -> np.ndarray:
+    """The share of the query's terms each candidate's keyword terms hold (0 without terms), for every candidate
+    at once: their term ids side by side, matched against the query's in one pass."""
+    if not query_terms:
+        return np.zeros(len(hits))
+    held = [h.terms if isinstance(h.terms, array) and h.terms.typecode == "I" else array("I", h.terms or ())
+            for h in hits]
+    ends = np.cumsum([len(terms) for terms in held])
+    matched = np.concatenate(([0], np.cumsum(np.isin(np.frombuffer(b"".join(held), dtype=np.uintc),
+                                                     np.fromiter(query_terms, np.uintc, len(query_terms))))))
+    return (matched[ends] - matched[np.concatenate(([0], ends[:-1]))]) / len(query_terms)
 
 
 def feature_matrix(hits: Sequence[Hit], request: SearchRequest, query_terms: frozenset[int]) -> np.ndarray:
@@ -126,12 +140,10 @@ def feature_matrix(hits: Sequence[Hit], request: SearchRequest, query_terms: fro
     dense_rank = np.empty(n)
     dense_rank[np.argsort(-dense, kind="stable")] = np.arange(1, n + 1)
     std = dense.std()
-    coverage = np.array([len(query_terms & h.terms) / len(query_terms) if query_terms and h.terms is not None
-                         else 0.0 for h in hits])
-    langs = [h.passage.lang for h in hits]
-    same_lang = np.array([lang == request.lang for lang in langs], dtype=float)
-    scripts = {lang: script_of(lang) == script_of(request.lang) for lang in set(langs)}
-    same_script = np.array([scripts[lang] for lang in langs], dtype=float)
+    coverage = _coverage(hits, query_terms)
+    lang_group, langs = _codes([h.passage.lang for h in hits])
+    same_lang = np.array([lang == request.lang for lang in langs], dtype=float)[lang_group]
+    same_script = np.array([script_of(lang) == script_of(request.lang) for lang in langs], dtype=float)[lang_group]
     bm25_norm = bm25 / bm25.max() if bm25.max() > 0 else np.zeros(n)
     bm25_std = bm25.std()  # over every candidate, 0 where the keyword arm found no query term (as zscore fusion)
     bm25_z = (bm25 - bm25.mean()) / bm25_std if bm25_std > 0 else np.zeros(n)
@@ -141,10 +153,9 @@ def feature_matrix(hits: Sequence[Hit], request: SearchRequest, query_terms: fro
     fair = dense - bias * same_lang
     fair_std = fair.std()
     other_lang = 1.0 - same_lang
-    lang_group = _codes(langs)
     lang_z, lang_gap, lang_rank, cand_share = _within_language(dense, lang_group)
     page_langs, page_same, page_dense_gap, page_bm25 = _by_page(
-        [h.passage.doc_id for h in hits], lang_group, same_lang, dense, bm25_norm)
+        _codes([h.passage.doc_id for h in hits])[0], lang_group, len(langs), same_lang, dense, bm25_norm)
     mono = float(same_lang.all() or n < FEW_CANDIDATES)
     hybrid = dense_z + KEYWORD_WEIGHT * bm25_z
     parallel = float((page_langs > 0).mean())

@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import threading
+import uuid
 from array import array
 from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
@@ -175,38 +176,46 @@ class EdgeCollection:
                                     params=qe.SearchParams(hnsw_ef=self._hnsw_ef) if arm.arm == DENSE else None)
                     for arm in arms]
         answers = self._shard.query_batch(qe.QueryBatchRequest(requests))
-        # each ``.id`` read builds a Python UUID: read once per point
-        found = [[(p.id, p.score) for p in points] for points in answers]
+        # each ``.id`` read builds a Python UUID, whose hash is computed in Python: read once per point and keyed
+        # by its number from here on (a search looks each point up several times)
+        found = [[(p.id.int, p.score) for p in points] for points in answers]
         distinct = list(dict.fromkeys(point for hits in found for point, _ in hits))
         with_terms = {point for arm, hits in zip(arms, found) if arm.with_terms for point, _ in hits}
         known = self._loaded.passages.passages(distinct, lambda missing: self._read_points(missing, with_terms),
                                                with_terms)
-        return [ArmHits(tuple(Scored(known[point][0], float(score), frozenset(known[point][1])
-                                     if arm.with_terms else None)
+        return [ArmHits(tuple(Scored(known[point][0], float(score), known[point][1] if arm.with_terms else None)
                               for point, score in hits if point in known), len(hits))
                 for arm, hits in zip(arms, found, strict=True)]
 
-    def _read_points(self, points: list[Any], with_terms: AbstractSet[Any]) -> dict[Any, Known]:
-        """Each point's passage, and its keyword terms when it is in ``with_terms`` (one engine call for each
-        kind of point present)."""
-        plain = [point for point in points if point not in with_terms]
-        known: dict[Any, Known] = {record.id: (passage_of(record.payload), None) for record in
+    def _read_points(self, points: list[int], with_terms: AbstractSet[int]) -> dict[int, Known]:
+        """Each point's passage (points by their UUID's number), and its keyword terms when it is in ``with_terms``
+        (one engine call for each kind of point present)."""
+        plain = [uuid.UUID(int=point) for point in points if point not in with_terms]
+        known: dict[int, Known] = {record.id.int: (passage_of(record.payload), None) for record in
                                    (self._shard.retrieve(plain, with_payload=True, with_vector=False) if plain else [])}
-        termed = [point for point in points if point in with_terms]
+        termed = [uuid.UUID(int=point) for point in points if point in with_terms]
         for record in self._shard.retrieve(termed, with_payload=True, with_vector=TERMS) if termed else []:
-            known[record.id] = (passage_of(record.payload), array("I", term_indices(record) or ()))
+            known[record.id.int] = (passage_of(record.payload), array("I", term_indices(record) or ()))
         return known
 
     def cosines(self, vector: np.ndarray, passage_ids: Sequence[str]) -> dict[str, float]:
-        by_point = {point_id(pid): pid for pid in passage_ids}
-        if not by_point:
+        """The dense score the engine gives (the stored vector's dot product with ``vector``), from the stored
+        vectors kept between searches (``PassageCache.vectors``): one product here instead of an engine call per
+        search, the same score to float32 rounding."""
+        if not passage_ids:
             return {}
         deadline.check("scoring the candidates")
-        (points,) = self._shard.query_batch(qe.QueryBatchRequest([qe.QueryRequest(
-            limit=len(by_point), query=qe.Query.Nearest(np.asarray(vector).tolist(), using=DENSE),
-            filter=qe.Filter(must=[qe.HasIdCondition(set(by_point))]), with_payload=False, with_vector=False,
-            params=qe.SearchParams(exact=True))]))
-        return {by_point[str(p.id)]: float(p.score) for p in points}
+        stored = self._loaded.passages.vectors(list(dict.fromkeys(passage_ids)), self._read_vectors)
+        if not stored:
+            return {}
+        scores = np.stack(list(stored.values())) @ np.asarray(vector, dtype=np.float32)
+        return dict(zip(stored, scores.tolist()))
+
+    def _read_vectors(self, passage_ids: list[str]) -> dict[str, np.ndarray]:
+        """The stored dense vectors of these passages (one engine call); a passage not stored is left out."""
+        by_point = {point_id(pid): pid for pid in passage_ids}
+        records = self._shard.retrieve(list(by_point), with_payload=False, with_vector=[DENSE])
+        return {by_point[str(record.id)]: np.asarray(record.vector[DENSE], dtype=np.float32) for record in records}
 
     def forget_passages(self) -> None:
         self._loaded.passages.forget()

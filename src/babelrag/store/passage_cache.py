@@ -8,7 +8,11 @@ once it has changed the shard. A search that read points while a write ran uses 
 without the cache) but keeps none of it (the generation moved on), so no stale passage outlives the write
 that changed it. The passages are shared by every search that returns them: like every ``Passage``, they
 are frozen, and their ``metadata`` is a read-only ``Mapping`` to callers. Bounded by points, least recently
-used first; terms are kept as 4-byte ids (a frozenset of them is ten times larger) and made a set per hit.
+used first; terms are kept as 4-byte ids (a frozenset of them is ten times larger), never made a set per hit.
+
+Beside them, by passage id, the stored dense vectors of the candidates a re-scoring search needed cosines of:
+the candidates' cosines are then one product in numpy, not a second engine call per search (about 0.2 ms of the
+default's own work). Same bound, same forgetting; about 1.5 KB a vector at 384 dimensions.
 """
 from __future__ import annotations
 
@@ -17,6 +21,8 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from collections.abc import Set as AbstractSet
+
+import numpy as np
 
 from babelrag.types import Passage
 
@@ -29,6 +35,7 @@ class PassageCache:
     def __init__(self, capacity: int = CAPACITY):
         self.capacity = capacity
         self._passages: OrderedDict[Hashable, Known] = OrderedDict()
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         self._generation = 0
         self._lock = threading.Lock()
 
@@ -58,11 +65,35 @@ class PassageCache:
             found.update(fresh)
         return found
 
+    def vectors(self, passage_ids: Sequence[str], read: Callable[[list[str]], dict[str, np.ndarray]]
+                ) -> dict[str, np.ndarray]:
+        """Each passage's stored dense vector: from memory, else ``read`` from the shard (a passage it does not
+        return is gone, and left out). Kept only when no write ran meanwhile, as the passages are."""
+        with self._lock:
+            found = {}
+            for passage_id in passage_ids:
+                vector = self._vectors.get(passage_id)
+                if vector is not None:
+                    self._vectors.move_to_end(passage_id)
+                    found[passage_id] = vector
+            generation = self._generation
+        missing = [passage_id for passage_id in passage_ids if passage_id not in found]
+        if missing:
+            fresh = read(missing)
+            with self._lock:
+                if generation == self._generation:
+                    self._vectors.update(fresh)
+                    while len(self._vectors) > self.capacity:
+                        self._vectors.popitem(last=False)
+            found.update(fresh)
+        return found
+
     def forget(self) -> None:
         """After a write: nothing kept before it is served again, nor anything read while it ran."""
         with self._lock:
             self._generation += 1
             self._passages.clear()
+            self._vectors.clear()
 
     def __len__(self) -> int:
         return len(self._passages)

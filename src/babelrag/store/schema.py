@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from dataclasses import dataclass, field
@@ -121,7 +122,7 @@ class ArmQuery:
 class Scored:
     passage: Passage
     score: float
-    terms: frozenset[int] | None = None  # the term ids of its keyword vector
+    terms: array | None = None  # the term ids of its keyword vector (typecode "I", each once)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,10 +160,11 @@ def term_indices(record: Any) -> Sequence[int] | None:
     return sparse.indices if sparse is not None else None
 
 
-def terms_of(record: Any) -> frozenset[int] | None:
-    """The term ids of a returned point's keyword vector, when it was asked for."""
+def terms_of(record: Any) -> array | None:
+    """The term ids of a returned point's keyword vector, when it was asked for: 4 bytes each, matched against a
+    query's in one pass (``relevance/features.py``), never made a set per hit."""
     indices = term_indices(record)
-    return frozenset(indices) if indices is not None else None
+    return array("I", indices) if indices is not None else None
 
 
 def scored_of(record: Any, score: float, with_terms: bool) -> Scored:
