@@ -30,6 +30,9 @@ def path_softmax(logits: np.ndarray, paths: np.ndarray) -> np.ndarray:
         return np.zeros(0)
     if not np.isfinite(logits).all():  # one would turn its whole path into NaN: a bug upstream, never data
         raise ValueError("relevance model: a non-finite logit")
+    if (paths == paths[0]).all():  # one path (the reranker's every call): its softmax as it is
+        shifted = np.exp(logits - logits.max())
+        return shifted / shifted.sum()
     _, path_of = np.unique(paths, return_inverse=True)
     best = np.full(int(path_of.max()) + 1, -np.inf)
     np.maximum.at(best, path_of, logits)

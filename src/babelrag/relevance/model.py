@@ -75,14 +75,14 @@ class RelevanceModel:
             return np.zeros(0)
         logits = self.logits(rows)
         if self.calibration:
-            kinds = path_kinds(rows)
+            kinds = _kind_numbers(rows)
             context = self.calibration_context(rows, logits, paths)
             fallback = self.calibration.get("as_written")
-            for kind in np.unique(kinds):
-                if (own := self.calibration.get(kind, fallback)) is None:
+            for number in np.unique(kinds).tolist():  # numbers, not strings: this runs on every search
+                if (own := self.calibration.get(PATH_KINDS[number], fallback)) is None:
                     continue
                 slope, offset, *weights = own
-                mine = kinds == kind
+                mine = kinds == number
                 logits[mine] = slope * logits[mine] + offset + context[mine] @ np.asarray(weights)
         return 1.0 / (1.0 + np.exp(-logits))
 
@@ -219,12 +219,18 @@ _KIND_COLUMNS = {kind: FEATURES.index(name) for kind, name in
                  (("translated", "translated"), ("generated", "generated"), ("pivot_copies", PIVOT_COPY))}
 
 
+def _kind_numbers(rows: np.ndarray) -> np.ndarray:
+    """Each candidate's path kind as its index in ``PATH_KINDS``, read off its ``translated``, ``generated`` and
+    ``pivot_copy`` features."""
+    kinds = np.zeros(len(rows), dtype=np.intp)
+    for kind, column in _KIND_COLUMNS.items():  # in this order: a later kind wins
+        kinds[rows[:, column] > 0] = PATH_KINDS.index(kind)
+    return kinds
+
+
 def path_kinds(rows: np.ndarray) -> np.ndarray:
     """Each candidate's path kind, read off its ``translated``, ``generated`` and ``pivot_copy`` features."""
-    kinds = np.full(len(rows), "as_written", dtype=object)
-    for kind, column in _KIND_COLUMNS.items():  # in this order: a later kind wins
-        kinds[rows[:, column] > 0] = kind
-    return kinds
+    return np.array(PATH_KINDS, dtype=object)[_kind_numbers(rows)]
 
 
 def _weights(data: Mapping[str, Any], features: int, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:

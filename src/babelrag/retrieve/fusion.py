@@ -14,7 +14,7 @@ each passage keeps every arm's signals; across paths it keeps those of its best 
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -22,27 +22,25 @@ import numpy as np
 from babelrag.types import Hit, Ranking
 
 
-def _minmax(ranking: Ranking) -> dict[str, float]:
-    scores = np.array([h.score for h in ranking.hits], dtype=np.float64)
+def _minmax(scores: np.ndarray) -> np.ndarray:
     span = scores.max() - scores.min()
-    values = (scores - scores.min()) / span if span > 0 else np.ones_like(scores)
-    return {h.passage.id: float(v) for h, v in zip(ranking.hits, values)}
+    return (scores - scores.min()) / span if span > 0 else np.ones_like(scores)
 
 
-def _zscores(ranking: Ranking, candidates: Sequence[str], complete: bool) -> np.ndarray:
-    """z over all ``candidates``, in their order; the ones this ranking did not return get 0 (complete) or
-    its lowest score."""
-    own = {h.passage.id: h.score for h in ranking.hits}
-    missing = 0.0 if complete else min(own.values())
-    values = np.array([own.get(pid, missing) for pid in candidates], dtype=np.float64)
+def _zscores(scores: np.ndarray, positions: np.ndarray, size: int, complete: bool) -> np.ndarray:
+    """z over all ``size`` candidates (a ranking's hits at ``positions``); the ones it did not return get 0
+    (complete) or its lowest score."""
+    values = np.full(size, 0.0 if complete else scores.min())
+    values[positions] = scores
     std = values.std()
-    return (values - values.mean()) / std if std > 0 else np.zeros_like(values)
+    return (values - values.mean()) / std if std > 0 else np.zeros(size)
 
 
 def fuse(rankings: Sequence[Ranking], method: str, label: str, rrf_k: int = 60,
          weights: Sequence[float] | None = None, arms: bool = False,
          complete: Sequence[bool] | None = None) -> Ranking:
-    """``complete[i]``: ranking i returned every passage its scorer scores above zero (fewer than asked)."""
+    """``complete[i]``: ranking i returned every passage its scorer scores above zero (fewer than asked).
+    Candidates are numbered once in order of first appearance, and scored as arrays over those numbers."""
     chosen = [i for i, r in enumerate(rankings) if r.hits]  # empty rankings drop out with their weights
     weights = [list(weights)[i] if weights is not None else 1.0 for i in chosen]
     flags = [bool(complete[i]) if complete is not None else False for i in chosen]
@@ -51,49 +49,60 @@ def fuse(rankings: Sequence[Ranking], method: str, label: str, rrf_k: int = 60,
         return Ranking(label, method)
     if len(rankings) == 1 and method == "max":
         return replace(rankings[0], label=label)
-    best: dict[str, Hit] = {}
-    best_rank: dict[str, tuple[int, int]] = {}
-    signals: dict[str, dict[str, float]] = {}
+    number: dict[str, int] = {}
+    best: list[Hit] = []  # per candidate: its first hit, or the first that carries keyword terms
+    best_rank: list[tuple[int, int]] = []  # per candidate: (best rank, the ranking that gave it)
+    signals: list[Mapping[str, float]] = []  # per candidate (arms): every arm's signals, copied only to merge
+    positions = []
     for order, ranking in enumerate(rankings):
+        mine = []
         for rank, hit in enumerate(ranking.hits, start=1):
-            pid = hit.passage.id
-            if pid not in best or (best[pid].terms is None and hit.terms is not None):
-                best[pid] = hit
-            best_rank[pid] = min(best_rank.get(pid, (rank, order)), (rank, order))
+            i = number.setdefault(hit.passage.id, len(best))
+            mine.append(i)
+            if i == len(best):
+                best.append(hit)
+                best_rank.append((rank, order))
+                if arms:
+                    signals.append(hit.signals)
+                continue
+            if best[i].terms is None and hit.terms is not None:
+                best[i] = hit
+            best_rank[i] = min(best_rank[i], (rank, order))
             if arms:
-                signals.setdefault(pid, {}).update(hit.signals)
+                signals[i] = {**signals[i], **hit.signals}
+        positions.append(np.array(mine, dtype=np.intp))
+    scores = [np.array([h.score for h in r.hits], dtype=np.float64) for r in rankings]
 
-    totals: dict[str, float] = {}
+    size = len(best)
     same_scale = len({r.scorer for r in rankings}) == 1
     scorer = method
     if method == "rrf":
-        for w, ranking in zip(weights, rankings):
-            for rank, hit in enumerate(ranking.hits, start=1):
-                totals[hit.passage.id] = totals.get(hit.passage.id, 0.0) + w / (rrf_k + rank)
+        totals = np.zeros(size)
+        for w, where in zip(weights, positions):
+            np.add.at(totals, where, w / (rrf_k + np.arange(1, len(where) + 1)))
     elif method == "max":
-        per = [({h.passage.id: h.score for h in r.hits} if same_scale else _minmax(r)) for r in rankings]
-        for w, scores, ranking in zip(weights, per, rankings):
-            hits = {h.passage.id: h for h in ranking.hits}
-            for pid, score in scores.items():
-                if w * score > totals.get(pid, -np.inf):
-                    totals[pid] = w * score
+        totals = np.full(size, -np.inf)
+        for w, ranking, where, own in zip(weights, rankings, positions, scores):
+            weighted = w * (own if same_scale else _minmax(own))
+            for i, value, won in zip(where.tolist(), weighted.tolist(), ranking.hits):
+                if value > totals[i]:
+                    totals[i] = value
                     if not arms:  # across paths, a passage's hit is the path that gave it its score
-                        won = hits[pid]
-                        terms = won.terms if won.terms is not None else best[pid].terms
-                        best[pid] = Hit(won.passage, won.score, won.path, terms, won.signals)
+                        terms = won.terms if won.terms is not None else best[i].terms
+                        best[i] = Hit(won.passage, won.score, won.path, terms, won.signals)
         scorer = rankings[0].scorer if same_scale else "max-minmax"
     elif method == "zscore":
-        candidates = list(best)
-        summed = np.zeros(len(candidates))
-        for w, ranking, flag in zip(weights, rankings, flags):
-            summed += w * _zscores(ranking, candidates, flag)
-        totals = dict(zip(candidates, summed.tolist()))
+        totals = np.zeros(size)
+        for w, where, own, flag in zip(weights, positions, scores, flags):
+            totals += w * _zscores(own, where, size, flag)
     else:
         raise ValueError(f"unknown fusion method '{method}'")
 
-    ordered = sorted(totals, key=lambda pid: (-totals[pid], best_rank[pid]))
+    ranks = np.array(best_rank, dtype=np.intp)
+    ordered = np.lexsort((ranks[:, 1], ranks[:, 0], -totals)).tolist()
+    values = totals.tolist()
     # built directly, not with dataclasses.replace: this runs for every candidate of every search
     return Ranking(label, scorer, tuple(
-        Hit(best[pid].passage, totals[pid], best[pid].path, best[pid].terms,
-            {**signals[pid], method: totals[pid]} if arms else best[pid].signals)
-        for pid in ordered))
+        Hit(best[i].passage, values[i], best[i].path, best[i].terms,
+            {**signals[i], method: values[i]} if arms else best[i].signals)
+        for i in ordered))

@@ -67,6 +67,9 @@ class Searcher:
         self.rerank, self.relevance = resolve_rerank(kb, config)
         self.reranker = build_reranker(self.rerank, kb.embedder, kb.query_vector, self.relevance)
         self.strategy = build_strategy(config.strategy, self.models)
+        # asked once: a check against a runtime protocol walks its attributes (tens of µs on every search)
+        self._resolving = isinstance(self.strategy, ResolvingStrategy)
+        self._looping = isinstance(self.strategy, LoopingStrategy)
         self.extras = [build_strategy(name, self.models) for name in config.extra_paths]
         self._detect = detector(tuple(kb.manifest.detect_languages))
         self._by_config: dict[str, Searcher] = {}
@@ -130,7 +133,7 @@ class Searcher:
     def _resolved(self, question: Question, trace: Trace) -> Searcher:
         """The searcher for this question: itself, or the one for the configuration a resolving
         strategy (tuned) picks for the question's cell (one per distinct configuration, kept)."""
-        if not isinstance(self.strategy, ResolvingStrategy):
+        if not self._resolving:
             return self
         with trace.step("resolve", self.strategy.name) as record:
             config, why = self.strategy.resolve(question, self.kb, self.config)
@@ -142,7 +145,7 @@ class Searcher:
             return self._by_config[key]
 
     def _evidence(self, question: Question, trace: Trace) -> Ranking:
-        if isinstance(self.strategy, LoopingStrategy):
+        if self._looping:
             def rounds(requests: list[SearchRequest], round_trace: Trace) -> Ranking:
                 return self._search_paths([replace(r, asked=question.text) for r in requests], round_trace)
             return self.strategy.loop(question, self.kb, self.config, trace, rounds)
