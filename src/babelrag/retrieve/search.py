@@ -27,13 +27,13 @@ TRACE_HITS = 20  # per ranking in the trace; ≥ k, so evidence can be re-cut at
 def _ranking(label: str, arm: str, scored: Sequence[Scored], cosines: dict[str, float] | None) -> Ranking:
     """One arm's hits; each keeps the arm's score and 1-based rank as signals, and with ``cosines`` its
     cosine to the path's re-scoring text (a hit without one was deleted meanwhile, and drops out)."""
+    rank_signal, scorer = f"{arm}_rank", "cosine" if arm == DENSE else "bm25"
     if cosines is None:
-        return Ranking(label, "cosine" if arm == DENSE else "bm25",
-                       tuple(Hit(s.passage, s.score, label, s.terms, {arm: s.score, f"{arm}_rank": rank})
-                             for rank, s in enumerate(scored, start=1)))
-    return Ranking(label, "cosine" if arm == DENSE else "bm25",
+        return Ranking(label, scorer, tuple(Hit(s.passage, s.score, label, s.terms, {arm: s.score, rank_signal: rank})
+                                            for rank, s in enumerate(scored, start=1)))
+    return Ranking(label, scorer,
                    tuple(Hit(s.passage, s.score, label, s.terms,
-                             {arm: s.score, f"{arm}_rank": rank, "cosine": cosines[s.passage.id]})
+                             {arm: s.score, rank_signal: rank, "cosine": cosines[s.passage.id]})
                          for rank, s in enumerate(scored, start=1) if s.passage.id in cosines))
 
 
