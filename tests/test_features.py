@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from array import array
 
 import numpy as np
 import pytest
@@ -49,3 +50,12 @@ def test_a_gated_copy_is_its_feature_on_a_cross_lingual_path_of_ten_or_more(colu
     assert not longer["mono_path"].any()
     for name in ("dense_lang_z", "page_langs", "hybrid", "coverage:other_lang"):
         assert np.array_equal(longer[f"{name}:cross"], longer[name])
+
+
+def test_coverage_is_the_share_of_query_terms_a_candidate_holds_whatever_form_its_terms_take() -> None:
+    """The stores give 4-byte id arrays (matched in one pass); a set, a list with repeats, or no terms read the same."""
+    forms = [array("I", [9, 3, 5]), frozenset({3, 5, 9}), [5, 5, 3, 9, 9], None, array("I"), array("I", [7])]
+    hits = [Hit(Passage(f"p{n}", "text", f"p{n}", "en"), 0.5, "as_written", terms, {"cosine": 0.5 - n / 100})
+            for n, terms in enumerate(forms)]
+    rows = feature_matrix(hits, SearchRequest("question", "kb", "en"), frozenset({3, 5, 7, 11}))
+    assert rows[:, FEATURES.index("coverage")] == pytest.approx([0.5, 0.5, 0.5, 0.0, 0.0, 0.25])

@@ -129,12 +129,14 @@ def test_vectors_are_read_once_forgotten_on_a_write_and_not_kept_from_a_read_it_
 
     assert cache.vectors(["b"], read_while_a_write_lands)["b"][0] == 0.0  # this search uses what it read ...
     assert cache.vectors(["b"], read)["b"][0] == 3.0  # ... and the next one reads again
-    cache.vectors(["b", "a", "c"], lambda ids: {pid: np.ones(2) for pid in ids})  # b served; a, c read: over 2
+    cache.vectors(["a"], read)  # held now: b, then a
+    cache.vectors(["b"], read)  # served from memory, and now the most recently used
+    cache.vectors(["c"], lambda ids: {pid: np.ones(2) for pid in ids})  # over the bound: a goes
     asked.clear()
-    cache.vectors(["a", "c"], read)
-    assert asked == []  # the two most recent are kept ...
-    cache.vectors(["b"], read)
-    assert asked == [["b"]]  # ... and b, the least recently used, went
+    cache.vectors(["b", "c"], read)
+    assert asked == []
+    cache.vectors(["a"], read)
+    assert asked == [["a"]]
 
 
 class _CountsReads:

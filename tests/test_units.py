@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import math
+from array import array
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -82,6 +84,25 @@ def test_max_across_scales_normalises_first() -> None:
     assert fused.scorer == "max-minmax"
     assert {h.passage.id: h.score for h in fused.hits} == {"x": 1.0, "y": 1.0, "z": 0.0}
     assert ids(fused)[:2] == ["x", "y"]  # tie broken by best rank, then ranking order
+
+
+def test_ties_go_to_the_better_rank_before_the_earlier_ranking() -> None:
+    # y is 2nd in the first ranking and 1st in the second; x is 1st in the first only: both total 1.0 under max
+    fused = fuse([ranking("cosine", ("x", 0.5), ("y", 0.5)), ranking("cosine", ("y", 0.5), ("z", 0.1))], "max", "f")
+    assert ids(fused) == ["x", "y", "z"]  # x and y share rank 1: x's ranking comes first
+    fused = fuse([ranking("cosine", ("w", 0.5), ("x", 0.5)), ranking("cosine", ("y", 0.5), ("x", 0.4))], "max", "f")
+    assert ids(fused) == ["w", "y", "x"]  # y (rank 1, later ranking) before x (rank 2 at best)
+
+
+def test_a_max_merge_keeps_the_hit_of_the_path_that_gave_the_best_score_and_any_keyword_terms() -> None:
+    first = Ranking("a", "cosine", (Hit(Passage("p", "p", "p", "en"), 0.4, "a", array("I", [7]), {"s": 1.0}),))
+    second = Ranking("b", "cosine", (Hit(Passage("p", "p", "p", "en"), 0.9, "b", None, {"s": 2.0}),))
+    (hit,) = fuse([first, second], "max", "merged").hits
+    assert (hit.path, hit.score, dict(hit.signals), list(hit.terms)) == ("b", 0.9, {"s": 2.0}, [7])
+    (hit,) = fuse([second, Ranking("c", "cosine", (replace(first.hits[0], score=0.9, path="c"),))], "max", "m").hits
+    assert hit.path == "b"  # a tie keeps the path that scored it first
+    (hit,) = fuse([first, replace(second, hits=(replace(second.hits[0], terms=array("I", [8])),))], "max", "m").hits
+    assert list(hit.terms) == [8]  # the winning path's own terms, when it has any
 
 
 def test_zscore_standardises_over_all_candidates() -> None:

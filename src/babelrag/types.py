@@ -87,9 +87,9 @@ class SearchRequest:
 @dataclass(frozen=True, slots=True)
 class Hit:
     """A passage with the score the named scorer gave it. ``terms`` (the ids of its keyword terms, each once; the
-    stores give an ``array("I")``) ride along for re-scoring only; ``signals`` keep what each retrieval arm said
-    about it (``dense``/``bm25`` scores and ``*_rank`` positions, and ``cosine``, its cosine to the text its path
-    is re-scored against) for re-scoring."""
+    stores give an ``array("I")``, shared with later searches: read, never changed) ride along for re-scoring
+    only; ``signals`` keep what each retrieval arm said about it (``dense``/``bm25`` scores and ``*_rank``
+    positions, and ``cosine``, its cosine to the text its path is re-scored against) for re-scoring."""
 
     passage: Passage
     score: float

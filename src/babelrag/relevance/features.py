@@ -116,10 +116,11 @@ def _language_bias(dense: np.ndarray, same_lang: np.ndarray) -> float:
 def _coverage(hits: Sequence[Hit], query_terms: frozenset[int]) -> np.ndarray:
     """The share of the query's terms each candidate's keyword terms hold (0 without terms), for every candidate
     at once: their term ids side by side, matched against the query's in one pass."""
-    if not query_terms:
+    if not query_terms or not hits:
         return np.zeros(len(hits))
-    held = [h.terms if isinstance(h.terms, array) and h.terms.typecode == "I" else array("I", h.terms or ())
-            for h in hits]
+    # the stores' terms are 4-byte ids, each once; anything else (a set, a list) is made so here
+    held = [h.terms if isinstance(h.terms, array) and h.terms.typecode == "I"
+            else array("I", sorted(set(h.terms or ()))) for h in hits]
     ends = np.cumsum([len(terms) for terms in held])
     matched = np.concatenate(([0], np.cumsum(np.isin(np.frombuffer(b"".join(held), dtype=np.uintc),
                                                      np.fromiter(query_terms, np.uintc, len(query_terms))))))

@@ -47,8 +47,8 @@ class Collection(Protocol):
         ...
 
     def cosines(self, vector: np.ndarray, passage_ids: Sequence[str]) -> dict[str, float]:
-        """Each of these passages' dense score against ``vector``, computed exactly by the engine: re-scoring a
-        path's candidates needs no stored vector to leave the engine. A passage not stored is left out."""
+        """Each of these passages' dense score against ``vector`` (the engine's: the stored vector's dot product
+        with it), for re-scoring a path's candidates. A passage not stored is left out."""
         ...
 
     def fetch(self, passage_ids: Sequence[str], with_terms: bool = False) -> dict[str, Scored]: ...

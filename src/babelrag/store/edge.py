@@ -208,14 +208,17 @@ class EdgeCollection:
         stored = self._loaded.passages.vectors(list(dict.fromkeys(passage_ids)), self._read_vectors)
         if not stored:
             return {}
-        scores = np.stack(list(stored.values())) @ np.asarray(vector, dtype=np.float32)
+        scores = np.stack(list(stored.values())) @ np.asarray(vector, dtype=np.float32).reshape(-1)
         return dict(zip(stored, scores.tolist()))
 
     def _read_vectors(self, passage_ids: list[str]) -> dict[str, np.ndarray]:
         """The stored dense vectors of these passages (one engine call); a passage not stored is left out."""
         by_point = {point_id(pid): pid for pid in passage_ids}
         records = self._shard.retrieve(list(by_point), with_payload=False, with_vector=[DENSE])
-        return {by_point[str(record.id)]: np.asarray(record.vector[DENSE], dtype=np.float32) for record in records}
+        vectors = {by_point[str(record.id)]: np.asarray(record.vector[DENSE], dtype=np.float32) for record in records}
+        for vector in vectors.values():  # shared by every later search: read-only
+            vector.setflags(write=False)
+        return vectors
 
     def forget_passages(self) -> None:
         self._loaded.passages.forget()
