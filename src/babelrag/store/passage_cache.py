@@ -21,6 +21,7 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from collections.abc import Set as AbstractSet
+from typing import Any
 
 import numpy as np
 
@@ -44,47 +45,41 @@ class PassageCache:
         """Each point's passage (and terms, for the points in ``with_terms``): from memory, else ``read`` from
         the shard (a point it does not return is gone, and left out). Terms are read only for the points a
         search needs them of (a keyword arm's hits); a later search that needs them reads the point again."""
-        with self._lock:
-            found = {}
-            for point in points:
-                known = self._passages.get(point)
-                if known is not None and (known[1] is not None or point not in with_terms):
-                    self._passages.move_to_end(point)
-                    found[point] = known
-            generation = self._generation
-        missing = [point for point in points if point not in found]
-        if missing:
-            fresh = read(missing)
-            with self._lock:
-                if generation == self._generation:  # no write since the read began: these are current
-                    for point, known in fresh.items():  # never drop terms another search just read
-                        held = self._passages.get(point)
-                        self._passages[point] = held if known[1] is None and held and held[1] is not None else known
-                    while len(self._passages) > self.capacity:
-                        self._passages.popitem(last=False)
-            found.update(fresh)
-        return found
+        return self._through(
+            self._passages, points, read,
+            usable=lambda point, known: known[1] is not None or point not in with_terms,
+            # never drop terms another search just read
+            kept=lambda held, known: held if known[1] is None and held and held[1] is not None else known)
 
     def vectors(self, passage_ids: Sequence[str], read: Callable[[list[str]], dict[str, np.ndarray]]
                 ) -> dict[str, np.ndarray]:
         """Each passage's stored dense vector: from memory, else ``read`` from the shard (a passage it does not
-        return is gone, and left out). Kept only when no write ran meanwhile, as the passages are."""
+        return is gone, and left out)."""
+        return self._through(self._vectors, passage_ids, read, usable=lambda key, vector: True,
+                             kept=lambda held, vector: vector)
+
+    def _through(self, memory: OrderedDict, keys: Sequence[Any], read: Callable[[list[Any]], dict[Any, Any]],
+                 usable: Callable[[Any, Any], bool], kept: Callable[[Any, Any], Any]) -> dict[Any, Any]:
+        """What ``memory`` holds of ``keys`` and is ``usable``, the rest from ``read``. What was read is kept
+        (``kept(held, fresh)`` decides against what is held) only when no write ran since the read began; the
+        least recently used go past the bound."""
         with self._lock:
             found = {}
-            for passage_id in passage_ids:
-                vector = self._vectors.get(passage_id)
-                if vector is not None:
-                    self._vectors.move_to_end(passage_id)
-                    found[passage_id] = vector
+            for key in keys:
+                held = memory.get(key)
+                if held is not None and usable(key, held):
+                    memory.move_to_end(key)
+                    found[key] = held
             generation = self._generation
-        missing = [passage_id for passage_id in passage_ids if passage_id not in found]
+        missing = [key for key in keys if key not in found]
         if missing:
             fresh = read(missing)
             with self._lock:
-                if generation == self._generation:
-                    self._vectors.update(fresh)
-                    while len(self._vectors) > self.capacity:
-                        self._vectors.popitem(last=False)
+                if generation == self._generation:  # no write since the read began: these are current
+                    for key, value in fresh.items():
+                        memory[key] = kept(memory.get(key), value)
+                    while len(memory) > self.capacity:
+                        memory.popitem(last=False)
             found.update(fresh)
         return found
 
