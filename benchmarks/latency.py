@@ -13,18 +13,24 @@ measured round-robin per question (the same noise hits every mode). Ratios are a
 embedding alone, measured in the same loop (target: hybrid p50 ≤ 1.3 × (embedding + 5 ms)), and
 against plain dense search (numpy brute force over the same stored vectors, embedding included: the
 dense floor).
+``--instructions``: each mode's own work counted in instructions (``valgrind --tool=callgrind``, collecting only the
+searches: query embedded, passages warm), which the machine's load does not change; slow (minutes per mode).
 ``--steps``: where each mode's own work goes, from its trace's step times, with every question's vector already
 embedded and its passages warm (each question searched once untimed, then ``--rounds`` times timed).
 Run: python benchmarks/latency.py [--index pooled|synthetic|both] [--questions N] [--passages warm|cold] [--langs th,zh]
-                                  [--steps [--rounds N]]
+                                  [--steps [--rounds N]] [--instructions [--questions N] [--modes M,M]]
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import random
+import re
 import resource
+import shutil
 import subprocess
+import tempfile
 import sys
 import time
 from collections import Counter, defaultdict
@@ -156,19 +162,61 @@ def own_work(store: str, kb_name: str, questions: list, label: str, rounds: int)
           ["", "p50 ms", "median ms per step"], rows)
 
 
+def searched_once_more(store: str, kb_name: str, questions: list, mode: str, rounds: int) -> None:
+    """Run under callgrind by ``instructions``: two untimed passes (vectors embedded, passages decoded), then
+    ``rounds`` more inside one ``functools.reduce`` call, the only code callgrind collects (``--toggle-collect``)."""
+    asked = [Question(q.text, lang=q.lang) for q in questions]
+    with KnowledgeBase.open(kb_name, store) as kb:
+        searcher = Searcher(kb, preset_config(MODES[mode], {"country_filter": False}))
+        for q in asked * 2:
+            searcher.search(q)
+        functools.reduce(lambda count, q: (searcher.search(q), count + 1)[1], asked * rounds, 0)
+
+
+def instructions(questions: int, rounds: int, modes: list[str]) -> None:
+    """Instructions per search of each mode's own work, one callgrind run per mode (the shard has one owner)."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind (Debian: apt-get install valgrind)")
+    rows = []
+    for mode in modes:
+        with tempfile.TemporaryDirectory() as scratch:
+            run = subprocess.run(
+                ["valgrind", "--tool=callgrind", "--toggle-collect=functools_reduce",
+                 f"--callgrind-out-file={scratch}/out", sys.executable, __file__, "--count", mode,
+                 "--questions", str(questions), "--rounds", str(rounds)],
+                capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"})
+        found = re.search(r"Collected : (\d+)", run.stderr)
+        if run.returncode != 0 or found is None:
+            raise SystemExit(f"callgrind run of {mode} failed:\n{run.stderr[-2000:]}")
+        searches = questions * rounds
+        rows.append([mode, searches, int(found.group(1)) / searches / 1e6])
+        console.print(f"{mode}: {rows[-1][2]:.2f} million instructions a search")
+    table(f"pooled xquad-dev: own work per mode in instructions ({questions} questions × {rounds}, query embedded, "
+          f"passages warm)", ["", "searches", "million instructions a search"], rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--index", choices=["pooled", "synthetic", "both"], default="both")
-    parser.add_argument("--questions", type=int, default=200)
+    parser.add_argument("--questions", type=int, help="questions (default 200; --instructions: 40)")
     parser.add_argument("--langs", default="", help="only questions in these languages (comma-separated; default: all)")
     parser.add_argument("--passages", choices=["warm", "cold"], default="warm",
                         help="the store's decoded passages warm for every mode, or forgotten before every search")
     parser.add_argument("--steps", action="store_true",
                         help="each mode's own work per step, query embedded, passages warm")
-    parser.add_argument("--rounds", type=int, default=3, help="timed searches per question with --steps")
+    parser.add_argument("--rounds", type=int,
+                        help="searches per question with --steps (default 3) or --instructions (2)")
+    parser.add_argument("--instructions", action="store_true",
+                        help="each mode's own work in instructions, under callgrind (default 40 questions × 2)")
+    parser.add_argument("--modes", default="vector,hybrid (zscore),default (rerank: auto)",
+                        help=f"modes --instructions counts, comma-separated, of: {', '.join(MODES)}")
+    parser.add_argument("--count", choices=list(MODES), help=argparse.SUPPRESS)
     parser.add_argument("--build-synthetic", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--measure", choices=["pooled", "synthetic"], help=argparse.SUPPRESS)
     args = parser.parse_args()
+    counting = args.instructions or args.count
+    args.questions = args.questions or (40 if counting else 200)
+    args.rounds = args.rounds or (2 if counting else 3)
     need_data()
     langs = {lang for lang in args.langs.split(",") if lang}
     every = load_squad_folder(XQUAD).questions
@@ -177,6 +225,17 @@ def main() -> None:
         known = ", ".join(sorted({q.lang for q in every}))
         raise SystemExit(f"--langs: no question in those languages (XQuAD-dev has {known})")
     store = bench_store()
+    if args.instructions or args.count:
+        counted = random.Random(1).sample(asked, min(args.questions, len(asked)))
+        if args.count:
+            searched_once_more(store, ensure_pooled_xquad(store), counted, args.count, args.rounds)
+            return
+        modes = [mode for mode in args.modes.split(",") if mode]
+        if unknown := [mode for mode in modes if mode not in MODES]:
+            raise SystemExit(f"--modes: unknown {', '.join(unknown)} (known: {', '.join(MODES)})")
+        ensure_pooled_xquad(store)
+        instructions(len(counted), args.rounds, modes)
+        return
     if args.build_synthetic:
         build_synthetic(store)
     elif args.measure:  # one process per index, so each peak memory is that index's own

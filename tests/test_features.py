@@ -59,3 +59,12 @@ def test_coverage_is_the_share_of_query_terms_a_candidate_holds_whatever_form_it
             for n, terms in enumerate(forms)]
     rows = feature_matrix(hits, SearchRequest("question", "kb", "en"), frozenset({3, 5, 7, 11}))
     assert rows[:, FEATURES.index("coverage")] == pytest.approx([0.5, 0.5, 0.5, 0.0, 0.0, 0.25])
+
+
+def test_a_candidate_without_its_cosine_is_a_bug_upstream_not_a_cosine_of_zero() -> None:
+    hits = [Hit(Passage(f"p{n}", "text", f"p{n}", "en"), 0.5, "as_written", None, signals)
+            for n, signals in enumerate([{"cosine": 0.4, "bm25": 2.0}, {"bm25": 3.0, "bm25_rank": 1}])]
+    with pytest.raises(ValueError, match="without its cosine"):
+        feature_matrix(hits, SearchRequest("question", "kb", "en"), frozenset({3}))
+    rows = feature_matrix(hits[:1], SearchRequest("question", "kb", "en"), frozenset({3}))
+    assert rows[0, FEATURES.index("bm25_rank")] == pytest.approx(np.log(2))  # not returned: past every candidate

@@ -313,10 +313,11 @@ def test_what_a_model_says_about_itself_names_the_path_kinds_on_the_question_s_s
     manifest and the profile, not left to be found out."""
     from babelrag.relevance.model import describe
 
-    shipped = default_model()
-    assert describe(shipped)["calibration_borrowed_from_as_written"] == ["pivot_copies"]
-    own = replace(shipped, calibration={**shipped.calibration, "pivot_copies": shipped.calibration["as_written"]})
-    assert "calibration_borrowed_from_as_written" not in describe(own)
+    shipped = default_model()  # calibrated for every path kind, the pivot copies included
+    assert "calibration_borrowed_from_as_written" not in describe(shipped)
+    assert set(shipped.calibration) == {"as_written", "translated", "generated", "pivot_copies"}
+    without = replace(shipped, calibration={k: v for k, v in shipped.calibration.items() if k != "pivot_copies"})
+    assert describe(without)["calibration_borrowed_from_as_written"] == ["pivot_copies"]
 
 
 def test_predicting_without_one_path_id_per_row_is_a_bug_that_stops() -> None:

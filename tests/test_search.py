@@ -16,7 +16,7 @@ from babelrag.relevance.model import default_model
 from babelrag.retrieve.cache import RetrievalCache
 from babelrag.retrieve.pipeline import Searcher
 from babelrag.retrieve import pipeline, search
-from babelrag.retrieve.fusion import fuse as real_fuse
+from babelrag.retrieve.fusion import fuse_arms as real_fuse_arms
 from babelrag.retrieve.search import retrieve
 from babelrag.types import Question, SearchRequest, Trace
 
@@ -124,8 +124,8 @@ def test_an_arm_that_loses_a_deleted_hit_still_counts_as_cut_at_its_limit(
     monkeypatch.setattr(kb.collection, "_shard", shard)
     kb.forget_passages()  # as the deletion itself does: no passage is served from memory
     fused_with = []
-    monkeypatch.setattr(search, "fuse", lambda *args, complete, **options: fused_with.append(complete)
-                        or real_fuse(*args, complete=complete, **options))
+    monkeypatch.setattr(search, "fuse_arms", lambda *args, complete, **options: fused_with.append(complete)
+                        or real_fuse_arms(*args, complete=complete, **options))
     trace = Trace()
     retrieve(kb, request, config, trace, rescoring=True)
     step = next(s for s in trace.steps if s.stage == "retrieve")
@@ -151,13 +151,19 @@ def test_a_cached_arm_keeps_its_cut_and_its_lost_hits_are_counted(
     monkeypatch.setattr(kb.collection, "cosines", lambda vector, ids: {pid: c for pid, c in real_cosines(vector, ids)
                                                                        .items() if pid != unscored})
     fused_with = []
-    monkeypatch.setattr(search, "fuse", lambda *args, complete, **options: fused_with.append(complete)
-                        or real_fuse(*args, complete=complete, **options))
+    monkeypatch.setattr(search, "fuse_arms", lambda *args, complete, **options: fused_with.append(complete)
+                        or real_fuse_arms(*args, complete=complete, **options))
     warm = Trace()
-    retrieve(kb, request, config, warm, rescoring=True, cache=cache)
+    found = retrieve(kb, request, config, warm, rescoring=True, cache=cache)
     step = next(s for s in warm.steps if s.stage == "retrieve")
     assert cache.hits == 1 and fused_with == [[False, False]]  # both arms of 10, each now short of one or two
     assert step.data["vanished"] == sum(pid in (deleted, unscored) for arm in arms for pid in arm)
+    # a hit that lost its cosine leaves the others' ranks as the arm gave them (one whose payload is gone was
+    # never read)
+    dense_read = [pid for pid in arms[0] if pid != deleted]
+    assert unscored in dense_read[:-1] and unscored not in [h.passage.id for h in found.hits]
+    assert {h.passage.id: h.signals["dense_rank"] for h in found.hits if "dense_rank" in h.signals} == \
+        {pid: rank for rank, pid in enumerate(dense_read, start=1) if pid != unscored}
 
 
 def test_repeated_query_terms_weigh_more_in_bm25(tmp_path: Path) -> None:

@@ -67,6 +67,41 @@ def ids(r: Ranking) -> list[str]:
     return [h.passage.id for h in r.hits]
 
 
+def test_a_hit_stays_frozen_and_each_gets_its_own_signals() -> None:
+    """Hits are built through their slots (faster than a frozen dataclass's own __init__), and are still frozen."""
+    import pickle
+    from dataclasses import FrozenInstanceError
+
+    passage = Passage("p", "text", "doc", "en")
+    first, second = Hit(passage, 0.5, "path"), Hit(passage=passage, score=0.5, path="path", terms=array("I", [3]))
+    with pytest.raises(FrozenInstanceError):
+        first.score = 1.0  # type: ignore[misc]
+    assert first.signals == {} and first.signals is not second.signals and first.terms is None
+    assert first == second  # terms and signals are not compared
+    moved = replace(second, score=0.7, signals={"cosine": 0.2})
+    assert (moved.score, list(moved.terms), dict(moved.signals), second.score) == (0.7, [3], {"cosine": 0.2}, 0.5)
+    copied = pickle.loads(pickle.dumps(moved))
+    assert (copied.passage.id, copied.score, copied.path, list(copied.terms), dict(copied.signals)) == \
+        ("p", 0.7, "path", [3], {"cosine": 0.2})
+
+
+def test_rerank_puts_the_best_first_and_keeps_retrieval_order_among_ties() -> None:
+    """Enough tied candidates that an unstable sort would reorder them (small sorts are stable by accident)."""
+    from babelrag.retrieve.search import rerank
+    from babelrag.types import SearchRequest, Trace
+
+    class Halves:  # scores by position: every other candidate 0.9, the rest 0.5
+        name, needs_cosines = "halves", False
+
+        def score(self, query: str, hits: tuple[Hit, ...], request: SearchRequest) -> list[float]:
+            return [0.9 if i % 2 else 0.5 for i in range(len(hits))]
+
+    found = ranking("cosine", *[(f"p{i:02d}", 1.0 - i / 100) for i in range(64)])
+    reranked = rerank(SearchRequest("q", "kb", "en"), found, Halves(), Trace())
+    assert ids(reranked) == [f"p{i:02d}" for i in range(1, 64, 2)] + [f"p{i:02d}" for i in range(0, 64, 2)]
+    assert [h.score for h in reranked.hits] == [0.9] * 32 + [0.5] * 32
+
+
 def test_rrf_is_the_reciprocal_rank_sum() -> None:
     fused = fuse([ranking("a", ("x", 9), ("y", 8)), ranking("b", ("y", 0.9), ("z", 0.1))], "rrf", "f", rrf_k=60)
     scores = {h.passage.id: h.score for h in fused.hits}
@@ -118,11 +153,50 @@ def test_zscore_standardises_over_all_candidates() -> None:
     assert ids(fused) == sorted(candidates, key=lambda pid: -expected[pid])
 
 
+def test_a_paths_arms_fuse_as_rankings_do_and_each_candidate_keeps_every_arms_signals() -> None:
+    """``fuse_arms`` (a path's arms, straight from the engine's hits) scores and orders as ``fuse`` does on the same
+    rankings, under every method; each candidate keeps both arms' scores, ranks and cosine, and the fused score;
+    its hit is the keyword arm's when that one carries terms; an arm's rank is the one it returned."""
+    from babelrag.retrieve.fusion import Arm, fuse_arms
+    from babelrag.store.schema import Scored
+
+    passages = {pid: Passage(pid, pid, pid, "en") for pid in ("a", "b", "c", "d")}
+    dense = Arm("q/dense", "dense", [Scored(passages[p], s) for p, s in (("a", 0.9), ("b", 0.8), ("c", 0.7))],
+                [1, 2, 4])  # the third hit returned was dropped
+    keyword = Arm("q/bm25", "bm25", [Scored(passages[p], s, array("I", [5])) for p, s in (("c", 20.0), ("d", 2.0))],
+                  [1, 2])
+    cosines = {"a": 0.9, "b": 0.8, "c": 0.7, "d": 0.6}
+    for method in ("zscore", "rrf", "max"):
+        options = {"weights": [1.0, 0.5], "complete": [False, True]}
+        fused = fuse_arms([dense, keyword], method, "q", cosines, **options)
+        same = fuse([dense.ranking(cosines), keyword.ranking(cosines)], method, "q", **options)
+        assert [(h.passage.id, h.score) for h in fused.hits] == [(h.passage.id, h.score) for h in same.hits]
+        assert fused.scorer == same.scorer
+    fused = {h.passage.id: h for h in fuse_arms([dense, keyword], "zscore", "q", cosines, complete=[False, True]).hits}
+    c = fused["c"]
+    assert dict(c.signals) == {"dense": 0.7, "dense_rank": 4, "cosine": 0.7, "bm25": 20.0, "bm25_rank": 1,
+                               "zscore": c.score}
+    assert (c.path, list(c.terms)) == ("q/bm25", [5])
+    assert (fused["a"].path, fused["a"].terms, set(fused["a"].signals)) == ("q/dense", None,
+                                                                            {"dense", "dense_rank", "cosine", "zscore"})
+    assert fused["d"].signals["bm25_rank"] == 2 and "dense" not in fused["d"].signals
+    plain = fuse_arms([dense, keyword], "rrf", "q", weights=[1.0, 0.5])  # retrieved without re-scoring: no cosines
+    assert all("cosine" not in h.signals for h in plain.hits)
+    expected = {"c": 1 / 63 + 0.5 / 61, "a": 1 / 61, "b": 1 / 62, "d": 0.5 / 62}  # by position among the kept hits
+    assert ids(plain) == list(expected) and [h.score for h in plain.hits] == pytest.approx(list(expected.values()))
+    alone = fuse_arms([dense, Arm("q/bm25", "bm25", [], [])], "max", "q", cosines)
+    assert (alone.label, alone.scorer, [h.path for h in alone.hits]) == ("q", "cosine", ["q/dense"] * 3)
+
+
 def test_one_exact_rare_term_hit_now_ranks_first() -> None:
     """Was: a single keyword hit got z = 0 and added nothing; it is the strongest evidence there is."""
+    from babelrag.retrieve.fusion import Arm, fuse_arms
+    from babelrag.store.schema import Scored
+
     dense = ranking("cosine", *[(f"p{i}", 0.85 - i / 500) for i in range(50)])  # the gold passage p5 is 6th
-    keyword = ranking("bm25", ("p5", 9.3))  # the one passage holding the query's rare name
-    fused = fuse([dense, keyword], "zscore", "f", weights=[1.0, 0.5], complete=[False, True], arms=True)
+    arms = [Arm("f/dense", "dense", [Scored(h.passage, h.score) for h in dense.hits], range(1, 51)),
+            Arm("f/bm25", "bm25", [Scored(Passage("p5", "p5", "p5", "en"), 9.3)], [1])]  # the one holding the rare name
+    fused = fuse_arms(arms, "zscore", "f", weights=[1.0, 0.5], complete=[False, True])
     assert ids(fused)[0] == "p5"
     two = fuse([dense, ranking("bm25", ("p5", 20.0), ("p9", 2.0))], "zscore", "f", complete=[False, True])
     scores = {h.passage.id: h.score for h in two.hits}

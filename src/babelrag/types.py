@@ -84,7 +84,7 @@ class SearchRequest:
     index: Literal["passages", "pivot_copies"] = "passages"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Hit:
     """A passage with the score the named scorer gave it. ``terms`` (the ids of its keyword terms, each once; the
     stores give an ``array("I")``, shared with later searches: read, never changed) ride along for re-scoring
@@ -97,9 +97,24 @@ class Hit:
     terms: Collection[int] | None = field(default=None, compare=False, repr=False)
     signals: Mapping[str, float] = field(default_factory=dict, compare=False, repr=False)
 
+    def __init__(self, passage: Passage, score: float, path: str, terms: Collection[int] | None = None,
+                 signals: Mapping[str, float] | None = None) -> None:
+        # Frozen all the same: the fields are set once here, through their slots. The generated __init__ of a frozen
+        # dataclass goes through ``object.__setattr__`` per field (0.65 µs a hit against 0.39), and a search builds
+        # about 270 hits (each arm's, the fused ones, the re-scored ones).
+        _set_passage(self, passage)
+        _set_score(self, score)
+        _set_path(self, path)
+        _set_terms(self, terms)
+        _set_signals(self, {} if signals is None else signals)
+
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.passage.id, "doc_id": self.passage.doc_id, "lang": self.passage.lang,
                 "score": round(float(self.score), 6), "path": self.path}
+
+
+_set_passage, _set_score, _set_path, _set_terms, _set_signals = (
+    Hit.__dict__[name].__set__ for name in ("passage", "score", "path", "terms", "signals"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -113,14 +113,18 @@ def _language_bias(dense: np.ndarray, same_lang: np.ndarray) -> float:
     return float(dense[same].mean() - dense[~same].mean())
 
 
+_NO_TERMS = array("I")
+
+
 def _coverage(hits: Sequence[Hit], query_terms: frozenset[int]) -> np.ndarray:
     """The share of the query's terms each candidate's keyword terms hold (0 without terms), for every candidate
     at once: their term ids side by side, matched against the query's in one pass."""
     if not query_terms or not hits:
         return np.zeros(len(hits))
-    # the stores' terms are 4-byte ids, each once; anything else (a set, a list) is made so here
-    held = [h.terms if isinstance(h.terms, array) and h.terms.typecode == "I"
-            else array("I", sorted(set(h.terms or ()))) for h in hits]
+    # the stores' terms are 4-byte ids, each once; anything else (a set, a list) is made so here, and a dense-only
+    # candidate (no terms, about 40% of a hybrid path's) shares one empty array
+    held = [_NO_TERMS if h.terms is None else h.terms if isinstance(h.terms, array) and h.terms.typecode == "I"
+            else array("I", sorted(set(h.terms))) for h in hits]
     ends = np.cumsum([len(terms) for terms in held])
     matched = np.concatenate(([0], np.cumsum(np.isin(np.frombuffer(b"".join(held), dtype=np.uintc),
                                                      np.fromiter(query_terms, np.uintc, len(query_terms))))))
@@ -133,11 +137,12 @@ def feature_matrix(hits: Sequence[Hit], request: SearchRequest, query_terms: fro
     n = len(hits)
     if n == 0:
         return np.zeros((0, len(FEATURES)))
-    if any("cosine" not in h.signals for h in hits):
-        raise ValueError("learned relevance: a candidate without its cosine (retrieve with rescoring)")
-    dense = np.array([h.signals["cosine"] for h in hits])
-    bm25 = np.array([h.signals.get("bm25", 0.0) for h in hits])
-    bm25_rank = np.array([h.signals.get("bm25_rank", n + 1) for h in hits])  # not returned: past every candidate
+    try:  # what each candidate's signals say, read in one pass (a keyword rank past every candidate: not returned)
+        read = np.array([(s["cosine"], s.get("bm25", 0.0), s.get("bm25_rank", n + 1))
+                         for s in (h.signals for h in hits)], dtype=np.float64)
+    except KeyError:
+        raise ValueError("learned relevance: a candidate without its cosine (retrieve with rescoring)") from None
+    dense, bm25, bm25_rank = read.T
     dense_rank = np.empty(n)
     dense_rank[np.argsort(-dense, kind="stable")] = np.arange(1, n + 1)
     std = dense.std()

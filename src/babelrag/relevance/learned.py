@@ -37,4 +37,4 @@ class LearnedReranker:
             return []
         rows = feature_matrix(hits, request, query_terms(query, request))
         one_path = np.zeros(len(rows), dtype=np.intp)
-        return [float(p) for p in self.model.for_question(request.asked).predict(rows, one_path)]
+        return self.model.for_question(request.asked).predict(rows, one_path).tolist()

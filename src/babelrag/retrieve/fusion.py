@@ -1,4 +1,5 @@
-"""Fusing rankings: hybrid arms, and later the paths of multi-path strategies (docs/methods.md#merge).
+"""Fusing rankings: one path's retrieval arms (``fuse_arms``), and the paths of multi-path strategies (``fuse``)
+(docs/methods.md#merge).
 
 - ``max``: each passage keeps its best score. Only meaningful on one scale; rankings from
   different scorers are min-max normalised first (and the result says so in its scorer name).
@@ -9,17 +10,55 @@
   others truly score 0), else as the ranking's lowest score ("no better than its worst"). So one
   keyword hit stands out from the rest (its z is large) instead of getting z = 0, and two hits
   keep the gap between their BM25 scores.
-Ties break by best rank, then by ranking order. With ``arms`` (one path's dense and keyword arms)
-each passage keeps every arm's signals; across paths it keeps those of its best hit.
+Ties break by best rank, then by ranking order. A path's arms fuse into candidates that keep every arm's
+signals; across paths each passage keeps those of its best hit. Both number their candidates once, in order of
+first appearance, and score them as arrays over those numbers.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from babelrag.store.schema import DENSE, Scored
 from babelrag.types import Hit, Ranking
+
+
+@dataclass(frozen=True, slots=True)
+class Arm:
+    """One retrieval arm of a path as the engine returned it, best first: each hit with its 1-based rank in the arm
+    as returned (kept when a hit drops out). A path's arms are fused straight from these, so a candidate gets one
+    Hit, not one per arm that found it."""
+
+    label: str
+    signal: str  # the arm (``dense``, ``bm25``): what its score and ``<arm>_rank`` are called in a hit's signals
+    hits: Sequence[Scored]
+    ranks: Sequence[int]
+
+    @property
+    def scorer(self) -> str:
+        return "cosine" if self.signal == DENSE else "bm25"
+
+    def signals(self, cosines: Mapping[str, float] | None) -> list[dict[str, float]]:
+        """Each hit's signals: the arm's score and rank, and with ``cosines`` its cosine to the path's re-scoring
+        text."""
+        rank = f"{self.signal}_rank"
+        if cosines is None:
+            return [{self.signal: s.score, rank: r} for s, r in zip(self.hits, self.ranks, strict=True)]
+        return [{self.signal: s.score, rank: r, "cosine": cosines[s.passage.id]}
+                for s, r in zip(self.hits, self.ranks, strict=True)]
+
+    def ranking(self, cosines: Mapping[str, float] | None, label: str | None = None) -> Ranking:
+        """The arm alone, as a path's ranking (a path with one arm)."""
+        hits = [Hit(s.passage, s.score, self.label, s.terms, signals)
+                for s, signals in zip(self.hits, self.signals(cosines))]
+        return Ranking(label or self.label, self.scorer, tuple(hits))
+
+    def to_trace(self, limit: int) -> dict[str, object]:
+        """As ``Ranking.to_trace``."""
+        return {"label": self.label, "scorer": self.scorer,
+                "hits": [[s.passage.id, round(float(s.score), 5)] for s in self.hits[:limit]]}
 
 
 def _minmax(scores: np.ndarray) -> np.ndarray:
@@ -36,23 +75,112 @@ def _zscores(scores: np.ndarray, positions: np.ndarray, size: int, complete: boo
     return (values - values.mean()) / std if std > 0 else np.zeros(size)
 
 
+def _weighted(scores: Sequence[np.ndarray], weights: Sequence[float], same_scale: bool) -> list[np.ndarray]:
+    """What ``max`` compares: each ranking's scores, min-max normalised first when the scales differ."""
+    return [w * (own if same_scale else _minmax(own)) for w, own in zip(weights, scores)]
+
+
+def _totals(method: str, size: int, positions: Sequence[np.ndarray], scores: Sequence[np.ndarray],
+            weights: Sequence[float], flags: Sequence[bool], rrf_k: int, same_scale: bool) -> np.ndarray:
+    """Every candidate's fused score (``positions[j]``: ranking j's hits as candidate numbers)."""
+    if method == "rrf":
+        totals = np.zeros(size)
+        for w, where in zip(weights, positions):
+            np.add.at(totals, where, w / (rrf_k + np.arange(1, len(where) + 1)))
+    elif method == "max":
+        totals = np.full(size, -np.inf)
+        for where, weighted in zip(positions, _weighted(scores, weights, same_scale)):
+            np.fmax.at(totals, where, weighted)  # a NaN never wins, as in ``fuse``'s loop
+    elif method == "zscore":
+        totals = np.zeros(size)
+        for w, where, own, flag in zip(weights, positions, scores, flags):
+            totals += w * _zscores(own, where, size, flag)
+    else:
+        raise ValueError(f"unknown fusion method '{method}'")
+    return totals
+
+
+def _order(totals: np.ndarray, best_rank: list[tuple[int, int]]) -> list[int]:
+    """Candidates by fused score, ties by best rank, then by the ranking that gave it."""
+    ranks = np.array(best_rank, dtype=np.intp)
+    return np.lexsort((ranks[:, 1], ranks[:, 0], -totals)).tolist()
+
+
+def _scorer(method: str, scorers: Sequence[str]) -> str:
+    same_scale = len(set(scorers)) == 1
+    return (scorers[0] if same_scale else "max-minmax") if method == "max" else method
+
+
+def _kept(weights: Sequence[float] | None, complete: Sequence[bool] | None,
+          nonempty: list[int]) -> tuple[list[float], list[bool]]:
+    """The weights and completeness of the rankings that returned something (empty ones drop out with theirs)."""
+    every = list(weights) if weights is not None else None
+    return ([every[i] if every is not None else 1.0 for i in nonempty],
+            [bool(complete[i]) if complete is not None else False for i in nonempty])
+
+
+def fuse_arms(arms: Sequence[Arm], method: str, label: str, cosines: Mapping[str, float] | None = None,
+              rrf_k: int = 60, weights: Sequence[float] | None = None,
+              complete: Sequence[bool] | None = None) -> Ranking:
+    """One path's candidates from its arms: each keeps every arm's signals (with ``cosines``, its cosine to the
+    path's re-scoring text, which every hit must have) and the fused score as signal ``method``; its hit is the
+    first arm's that found it, or the first that carries keyword terms. ``complete[i]``: arm i returned every
+    passage its scorer scores above zero (fewer than asked)."""
+    nonempty = [i for i, arm in enumerate(arms) if arm.hits]
+    weights, flags = _kept(weights, complete, nonempty)
+    arms = [arms[i] for i in nonempty]
+    if not arms:
+        return Ranking(label, method)
+    if len(arms) == 1 and method == "max":
+        return arms[0].ranking(cosines, label)
+    number: dict[str, int] = {}
+    first: list[Scored] = []  # per candidate: its hit
+    paths: list[str] = []
+    signals: list[dict[str, float]] = []  # per candidate: every arm's signals, merged in arm order
+    best_rank: list[tuple[int, int]] = []  # per candidate: (best position, the arm that gave it)
+    positions = []
+    for order, arm in enumerate(arms):
+        mine = []
+        for position, (hit, own) in enumerate(zip(arm.hits, arm.signals(cosines)), start=1):
+            i = number.setdefault(hit.passage.id, len(first))
+            mine.append(i)
+            if i == len(first):
+                first.append(hit)
+                paths.append(arm.label)
+                signals.append(own)
+                best_rank.append((position, order))
+                continue
+            if first[i].terms is None and hit.terms is not None:
+                first[i], paths[i] = hit, arm.label
+            best_rank[i] = min(best_rank[i], (position, order))
+            signals[i].update(own)  # each candidate's signals are its own dict: built above, shared with no one
+        positions.append(np.array(mine, dtype=np.intp))
+    scorers = [arm.scorer for arm in arms]
+    scores = [np.array([hit.score for hit in arm.hits], dtype=np.float64) for arm in arms]
+    totals = _totals(method, len(first), positions, scores, weights, flags, rrf_k, len(set(scorers)) == 1)
+    values = totals.tolist()
+    hits = []
+    for i in _order(totals, best_rank):
+        signals[i][method] = values[i]
+        hits.append(Hit(first[i].passage, values[i], paths[i], first[i].terms, signals[i]))
+    return Ranking(label, _scorer(method, scorers), tuple(hits))
+
+
 def fuse(rankings: Sequence[Ranking], method: str, label: str, rrf_k: int = 60,
-         weights: Sequence[float] | None = None, arms: bool = False,
-         complete: Sequence[bool] | None = None) -> Ranking:
-    """``complete[i]``: ranking i returned every passage its scorer scores above zero (fewer than asked).
-    Candidates are numbered once in order of first appearance, and scored as arrays over those numbers."""
-    chosen = [i for i, r in enumerate(rankings) if r.hits]  # empty rankings drop out with their weights
-    weights = [list(weights)[i] if weights is not None else 1.0 for i in chosen]
-    flags = [bool(complete[i]) if complete is not None else False for i in chosen]
-    rankings = [rankings[i] for i in chosen]
+         weights: Sequence[float] | None = None, complete: Sequence[bool] | None = None) -> Ranking:
+    """Paths merged: each passage keeps the hit of the path that gave it its best score under ``max`` (the first,
+    on a tie; its keyword terms, else those of the hit it replaced), else its first hit, or the first that carries
+    keyword terms. ``complete[i]``: ranking i returned every passage its scorer scores above zero."""
+    nonempty = [i for i, r in enumerate(rankings) if r.hits]
+    weights, flags = _kept(weights, complete, nonempty)
+    rankings = [rankings[i] for i in nonempty]
     if not rankings:
         return Ranking(label, method)
     if len(rankings) == 1 and method == "max":
         return replace(rankings[0], label=label)
     number: dict[str, int] = {}
-    best: list[Hit] = []  # per candidate: its first hit, or the first that carries keyword terms
+    best: list[Hit] = []  # per candidate: its first hit, or the first that carries keyword terms (max: the winner's)
     best_rank: list[tuple[int, int]] = []  # per candidate: (best rank, the ranking that gave it)
-    signals: list[Mapping[str, float]] = []  # per candidate (arms): every arm's signals, copied only to merge
     positions = []
     for order, ranking in enumerate(rankings):
         mine = []
@@ -62,47 +190,25 @@ def fuse(rankings: Sequence[Ranking], method: str, label: str, rrf_k: int = 60,
             if i == len(best):
                 best.append(hit)
                 best_rank.append((rank, order))
-                if arms:
-                    signals.append(hit.signals)
                 continue
             if best[i].terms is None and hit.terms is not None:
                 best[i] = hit
             best_rank[i] = min(best_rank[i], (rank, order))
-            if arms:
-                signals[i] = {**signals[i], **hit.signals}
         positions.append(np.array(mine, dtype=np.intp))
+    scorers = [r.scorer for r in rankings]
+    same_scale = len(set(scorers)) == 1
     scores = [np.array([h.score for h in r.hits], dtype=np.float64) for r in rankings]
-
-    size = len(best)
-    same_scale = len({r.scorer for r in rankings}) == 1
-    scorer = method
-    if method == "rrf":
-        totals = np.zeros(size)
-        for w, where in zip(weights, positions):
-            np.add.at(totals, where, w / (rrf_k + np.arange(1, len(where) + 1)))
-    elif method == "max":
-        totals = np.full(size, -np.inf)
-        for w, ranking, where, own in zip(weights, rankings, positions, scores):
-            weighted = w * (own if same_scale else _minmax(own))
+    totals = _totals(method, len(best), positions, scores, weights, flags, rrf_k, same_scale)
+    if method == "max":  # a passage's hit is the path that gave it its score
+        running = [-np.inf] * len(best)
+        for ranking, where, weighted in zip(rankings, positions, _weighted(scores, weights, same_scale)):
             for i, value, won in zip(where.tolist(), weighted.tolist(), ranking.hits):
-                if value > totals[i]:
-                    totals[i] = value
-                    if not arms:  # across paths, a passage's hit is the path that gave it its score
-                        terms = won.terms if won.terms is not None else best[i].terms
-                        best[i] = Hit(won.passage, won.score, won.path, terms, won.signals)
-        scorer = rankings[0].scorer if same_scale else "max-minmax"
-    elif method == "zscore":
-        totals = np.zeros(size)
-        for w, where, own, flag in zip(weights, positions, scores, flags):
-            totals += w * _zscores(own, where, size, flag)
-    else:
-        raise ValueError(f"unknown fusion method '{method}'")
-
-    ranks = np.array(best_rank, dtype=np.intp)
-    ordered = np.lexsort((ranks[:, 1], ranks[:, 0], -totals)).tolist()
+                if value > running[i]:
+                    running[i] = value
+                    terms = won.terms if won.terms is not None else best[i].terms
+                    best[i] = Hit(won.passage, won.score, won.path, terms, won.signals)
     values = totals.tolist()
     # built directly, not with dataclasses.replace: this runs for every candidate of every search
-    return Ranking(label, scorer, tuple(
-        Hit(best[i].passage, values[i], best[i].path, best[i].terms,
-            {**signals[i], method: values[i]} if arms else best[i].signals)
-        for i in ordered))
+    return Ranking(label, _scorer(method, scorers), tuple([
+        Hit(best[i].passage, values[i], best[i].path, best[i].terms, best[i].signals)
+        for i in _order(totals, best_rank)]))

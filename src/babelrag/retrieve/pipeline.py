@@ -25,7 +25,7 @@ from babelrag.search_config import SearchConfig
 from babelrag.strategies import LoopingStrategy, ResolvingStrategy, build_strategy
 from babelrag.strategies.as_written import AsWritten
 from babelrag.strategies.tuned import load_profile
-from babelrag.types import Question, Ranking, SearchRequest, SearchResult, Trace
+from babelrag.types import Hit, Question, Ranking, SearchRequest, SearchResult, Trace
 
 PATH_THREADS = 4  # paths run at once; more paths queue (each holds up to ``candidates`` hits)
 
@@ -166,7 +166,9 @@ class Searcher:
                 hits = tuple(h for h in hits if not (h.passage.doc_id in seen or seen.add(h.passage.doc_id)))
             if threshold is not None:
                 hits = tuple(h for h in hits if h.score >= threshold)
-            evidence = Ranking("evidence", merged.scorer, tuple(replace(h, terms=None) for h in hits[:config.k]))
+            # keyword terms are for re-scoring only (built directly: dataclasses.replace is slow)
+            evidence = Ranking("evidence", merged.scorer,
+                               tuple([Hit(h.passage, h.score, h.path, None, h.signals) for h in hits[:config.k]]))
             record.update(candidates=len(merged), above_threshold=len(hits), passed=len(evidence))
         return evidence
 

@@ -6,7 +6,8 @@ a copy is re-scored as what it is (a passage in the pivot language), then stands
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+
+import numpy as np
 
 from babelrag.errors import ConfigError
 from babelrag.search_config import SearchConfig
@@ -15,7 +16,7 @@ from babelrag.lang import analyzers
 from babelrag.models.rerank import Reranker
 from babelrag.retrieve import bm25
 from babelrag.retrieve.cache import CachedArm, RetrievalCache
-from babelrag.retrieve.fusion import fuse
+from babelrag.retrieve.fusion import Arm, fuse_arms
 from babelrag.store.base import Collection
 from babelrag.store.copies import copies_where, is_current
 from babelrag.store.schema import DENSE, SPARSE, ArmQuery, Scored, where_for
@@ -24,17 +25,13 @@ from babelrag.types import Hit, Ranking, SearchRequest, Trace
 TRACE_HITS = 20  # per ranking in the trace; ≥ k, so evidence can be re-cut at any threshold
 
 
-def _ranking(label: str, arm: str, scored: Sequence[Scored], cosines: dict[str, float] | None) -> Ranking:
-    """One arm's hits; each keeps the arm's score and 1-based rank as signals, and with ``cosines`` its
-    cosine to the path's re-scoring text (a hit without one was deleted meanwhile, and drops out)."""
-    rank_signal, scorer = f"{arm}_rank", "cosine" if arm == DENSE else "bm25"
+def _arm(label: str, kind: str, scored: Sequence[Scored], cosines: dict[str, float] | None) -> Arm:
+    """One arm's hits with their ranks as returned; with ``cosines``, a hit without one (deleted meanwhile) drops
+    out."""
     if cosines is None:
-        return Ranking(label, scorer, tuple(Hit(s.passage, s.score, label, s.terms, {arm: s.score, rank_signal: rank})
-                                            for rank, s in enumerate(scored, start=1)))
-    return Ranking(label, scorer,
-                   tuple(Hit(s.passage, s.score, label, s.terms,
-                             {arm: s.score, rank_signal: rank, "cosine": cosines[s.passage.id]})
-                         for rank, s in enumerate(scored, start=1) if s.passage.id in cosines))
+        return Arm(label, kind, scored, range(1, len(scored) + 1))
+    kept = [(s, rank) for rank, s in enumerate(scored, start=1) if s.passage.id in cosines]
+    return Arm(label, kind, [s for s, _ in kept], [rank for _, rank in kept])
 
 
 def _from_cache(collection: Collection, cached: list[CachedArm], with_terms: bool) -> list[list[Scored]]:
@@ -113,19 +110,18 @@ def retrieve(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, tr
                 cache.put(key, [(label, "cosine" if kind == DENSE else "bm25", [(s.passage.id, s.score) for s in hits],
                                  done) for label, kind, hits, done in zip(labels, kinds, scored, complete)])
         cosines = _cosines(kb, collection, request, kinds, scored) if rescoring else None
-        rankings = [_ranking(label, kind, hits, cosines)
-                    for label, kind, hits in zip(labels, kinds, scored, strict=True)]
+        found = [_arm(label, kind, hits, cosines) for label, kind, hits in zip(labels, kinds, scored, strict=True)]
         if rescoring:  # candidates deleted before their cosine was read drop out too
-            vanished += sum(len(hits) for hits in scored) - sum(len(r) for r in rankings)
-        record["arms"] = [r.to_trace(TRACE_HITS) for r in rankings]
+            vanished += sum(len(hits) for hits in scored) - sum(len(arm.hits) for arm in found)
+        record["arms"] = [arm.to_trace(TRACE_HITS) for arm in found]
         if vanished:  # hits of passages deleted while this search ran: left out, counted per arm
             record["vanished"] = vanished
-    if len(rankings) < 2:
-        return replace(rankings[0], label=request.label) if rankings else Ranking(request.label, "none")
+    if len(found) < 2:
+        return found[0].ranking(cosines, request.label) if found else Ranking(request.label, "none")
     with trace.step("fuse", request.label, method=config.fusion) as record:
-        fused = fuse(rankings, config.fusion, request.label, config.rrf_k,
-                     weights=[1.0 if r.scorer == "cosine" else config.keyword_weight for r in rankings],
-                     arms=True, complete=complete)
+        fused = fuse_arms(found, config.fusion, request.label, cosines, config.rrf_k,
+                          weights=[1.0 if arm.signal == DENSE else config.keyword_weight for arm in found],
+                          complete=complete)
         record["ranking"] = fused.to_trace(TRACE_HITS)
     return fused
 
@@ -134,11 +130,12 @@ def rerank(request: SearchRequest, ranking: Ranking, reranker: Reranker, trace: 
     """The path's candidates re-scored against its ``rerank_text`` (default: its own text)."""
     with trace.step("rerank", ranking.label, reranker=reranker.name, candidates=len(ranking)) as record:
         scores = reranker.score(request.rerank_text or request.text, ranking.hits, request)
-        order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+        # best first, ties in retrieval's order (a stable sort of the negated scores)
+        order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable").tolist()
         hits = ranking.hits  # built directly, not with dataclasses.replace: this runs for every candidate
         reranked = Ranking(ranking.label, reranker.name,
-                           tuple(Hit(hits[i].passage, scores[i], hits[i].path, hits[i].terms,
-                                     hits[i].signals) for i in order))
+                           tuple([Hit(hits[i].passage, scores[i], hits[i].path, hits[i].terms,
+                                      hits[i].signals) for i in order]))
         record["ranking"] = reranked.to_trace(TRACE_HITS)
     return reranked
 
