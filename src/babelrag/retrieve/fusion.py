@@ -119,6 +119,31 @@ def _kept(weights: Sequence[float] | None, complete: Sequence[bool] | None,
             [bool(complete[i]) if complete is not None else False for i in nonempty])
 
 
+def _numbered(rankings: Sequence[Sequence[Scored | Hit]]) -> tuple[list[tuple[int, int]], list[np.ndarray],
+                                                                     list[tuple[int, int]]]:
+    """Candidates numbered once, in order of first appearance: for each, the hit that stands for it as (ranking,
+    index) — its first, or the first that carries keyword terms — and its (best rank, the ranking that gave it);
+    and each ranking's hits as candidate numbers."""
+    number: dict[str, int] = {}
+    kept: list[tuple[int, int]] = []
+    best_rank: list[tuple[int, int]] = []
+    positions = []
+    for order, hits in enumerate(rankings):
+        mine = []
+        for index, hit in enumerate(hits):
+            i = number.setdefault(hit.passage.id, len(kept))
+            mine.append(i)
+            if i == len(kept):
+                kept.append((order, index))
+                best_rank.append((index + 1, order))
+                continue
+            if hit.terms is not None and rankings[kept[i][0]][kept[i][1]].terms is None:
+                kept[i] = (order, index)
+            best_rank[i] = min(best_rank[i], (index + 1, order))
+        positions.append(np.array(mine, dtype=np.intp))
+    return kept, positions, best_rank
+
+
 def fuse_arms(arms: Sequence[Arm], method: str, label: str, cosines: Mapping[str, float] | None = None,
               rrf_k: int = 60, weights: Sequence[float] | None = None,
               complete: Sequence[bool] | None = None) -> Ranking:
@@ -133,36 +158,21 @@ def fuse_arms(arms: Sequence[Arm], method: str, label: str, cosines: Mapping[str
         return Ranking(label, method)
     if len(arms) == 1 and method == "max":
         return arms[0].ranking(cosines, label)
-    number: dict[str, int] = {}
-    first: list[Scored] = []  # per candidate: its hit
-    paths: list[str] = []
-    signals: list[dict[str, float]] = []  # per candidate: every arm's signals, merged in arm order
-    best_rank: list[tuple[int, int]] = []  # per candidate: (best position, the arm that gave it)
-    positions = []
-    for order, arm in enumerate(arms):
-        mine = []
-        for position, (hit, own) in enumerate(zip(arm.hits, arm.signals(cosines)), start=1):
-            i = number.setdefault(hit.passage.id, len(first))
-            mine.append(i)
-            if i == len(first):
-                first.append(hit)
-                paths.append(arm.label)
-                signals.append(own)
-                best_rank.append((position, order))
-                continue
-            if first[i].terms is None and hit.terms is not None:
-                first[i], paths[i] = hit, arm.label
-            best_rank[i] = min(best_rank[i], (position, order))
-            signals[i].update(own)  # each candidate's signals are its own dict: built above, shared with no one
-        positions.append(np.array(mine, dtype=np.intp))
+    kept, positions, best_rank = _numbered([arm.hits for arm in arms])
+    signals: list[dict[str, float]] = [{} for _ in kept]  # per candidate: every arm's signals, merged in arm order
+    for where, own in zip(positions, (arm.signals(cosines) for arm in arms)):
+        for i, arm_signals in zip(where.tolist(), own):
+            signals[i].update(arm_signals)
     scorers = [arm.scorer for arm in arms]
     scores = [np.array([hit.score for hit in arm.hits], dtype=np.float64) for arm in arms]
-    totals = _totals(method, len(first), positions, scores, weights, flags, rrf_k, len(set(scorers)) == 1)
+    totals = _totals(method, len(kept), positions, scores, weights, flags, rrf_k, len(set(scorers)) == 1)
     values = totals.tolist()
     hits = []
     for i in _order(totals, best_rank):
         signals[i][method] = values[i]
-        hits.append(Hit(first[i].passage, values[i], paths[i], first[i].terms, signals[i]))
+        arm, index = kept[i]
+        hit = arms[arm].hits[index]
+        hits.append(Hit(hit.passage, values[i], arms[arm].label, hit.terms, signals[i]))
     return Ranking(label, _scorer(method, scorers), tuple(hits))
 
 
@@ -178,23 +188,8 @@ def fuse(rankings: Sequence[Ranking], method: str, label: str, rrf_k: int = 60,
         return Ranking(label, method)
     if len(rankings) == 1 and method == "max":
         return replace(rankings[0], label=label)
-    number: dict[str, int] = {}
-    best: list[Hit] = []  # per candidate: its first hit, or the first that carries keyword terms (max: the winner's)
-    best_rank: list[tuple[int, int]] = []  # per candidate: (best rank, the ranking that gave it)
-    positions = []
-    for order, ranking in enumerate(rankings):
-        mine = []
-        for rank, hit in enumerate(ranking.hits, start=1):
-            i = number.setdefault(hit.passage.id, len(best))
-            mine.append(i)
-            if i == len(best):
-                best.append(hit)
-                best_rank.append((rank, order))
-                continue
-            if best[i].terms is None and hit.terms is not None:
-                best[i] = hit
-            best_rank[i] = min(best_rank[i], (rank, order))
-        positions.append(np.array(mine, dtype=np.intp))
+    kept, positions, best_rank = _numbered([ranking.hits for ranking in rankings])
+    best = [rankings[ranking].hits[index] for ranking, index in kept]  # max: becomes the winner's
     scorers = [r.scorer for r in rankings]
     same_scale = len(set(scorers)) == 1
     scores = [np.array([h.score for h in r.hits], dtype=np.float64) for r in rankings]
