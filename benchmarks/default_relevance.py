@@ -5,7 +5,7 @@ good it is, layout by layout.
     python benchmarks/default_relevance.py --check          # report the shipped model only
     python benchmarks/default_relevance.py --cache c.pkl    # keep the collected candidates between runs
     python benchmarks/default_relevance.py --check --before old.json   # the shipped model against another
-    python benchmarks/default_relevance.py --calibrate-copies   # add the pivot-copy path's calibration
+    python benchmarks/default_relevance.py --calibrate-copies   # add the pivot-copy path's weights and calibration
     python benchmarks/default_relevance.py --calibrate-copies --copies-translator professional
 
 Training data: the dev split (by article) of every benchmark layout built from the shipped data —
@@ -23,12 +23,14 @@ top hit; every path of a sample of test questions max-merged (where the calibrat
 the model before (``--before FILE``: any model file); and leave one question language out, per layout. Timing is
 not measured here (``benchmarks/latency.py``).
 
-The weights are never fitted on pivot-copy paths (the question over the passages' pivot-language copies). With
-``--calibrate-copies`` the shipped model gets their calibration, weights unchanged: every dev question of the
+The shared weights are never fitted on pivot-copy paths (the question over the passages' pivot-language copies):
+ranked by them, the copies came out worse than by their plain cosine. With ``--calibrate-copies`` the shipped model
+gets weights of its own for copy paths (``relevance/learn.py: fit_kind``) and their calibration, the other kinds
+unchanged: every dev question of the
 scattered and unique-country layouts searched over copies made by ``--copies-translator`` — by default the local
 model ``babelrag pivot-copies`` uses by default (qwen2.5-coder-0.5b), so an untuned KB's copies are judged as
 they will usually have been made; ``professional`` is XQuAD's own English paragraphs (``benchmarks/pivot_copies.py``)
-— each fold model calibrated without the questions it holds out. How much a copy is worth depends on its
+— each fold model fitted and calibrated without the questions it holds out. How much a copy is worth depends on its
 translator: copies from a better one are under-rated by this calibration, and ``babelrag tune`` calibrates a KB's
 own copies on its own dev questions. ``benchmarks/pivot_copies.py`` reports the copy path's reliability on test
 questions.
@@ -58,7 +60,8 @@ from babelrag.kb import KnowledgeBase  # noqa: E402
 from babelrag.relevance.features import FEATURES, KEYWORD_WEIGHT, MODEL_FEATURES, MONO, PIVOT_COPY  # noqa: E402
 from babelrag.ingest.pivot_copies import make_pivot_copies  # noqa: E402
 from babelrag.models.bundle import Models  # noqa: E402
-from babelrag.relevance.model import RelevanceModel, calibrate_kind, default_model, fit  # noqa: E402
+from babelrag.relevance.learn import fit, fit_kind  # noqa: E402
+from babelrag.relevance.model import RelevanceModel, default_model  # noqa: E402
 from babelrag.tune.fitting import (  # noqa: E402
     fit_crossfitted, out_of_fold_rows, out_of_fold_scores, path_mrr, reliability, scores_by_question, top_of_each_path,
 )
@@ -124,8 +127,8 @@ def collect_all(cache: Path | None) -> tuple[dict[str, dict[str, Candidates]], s
 
 
 def calibrate_copies(model: RelevanceModel, translator: str) -> RelevanceModel:
-    """``model`` calibrated for pivot-copy paths on the dev questions of the layouts whose pages each exist in one
-    language, over copies by ``translator`` (see the module's docstring)."""
+    """``model`` with weights and a calibration of its own for pivot-copy paths, from the dev questions of the layouts
+    whose pages each exist in one language, over copies by ``translator`` (see the module's docstring)."""
     from pivot_copies import ProfessionalEnglish
 
     made_by = ProfessionalEnglish() if translator == "professional" else Models(
@@ -142,13 +145,15 @@ def calibrate_copies(model: RelevanceModel, translator: str) -> RelevanceModel:
     found = Candidates.concat(parts)
     copy = column(found, PIVOT_COPY) > 0
     texts = [found.asked[i].question for i in found.question[copy]]
-    calibrated = calibrate_kind(model, "pivot_copies", found.rows[copy], found.labels[copy], texts,
-                                found.path_keys()[copy])
+    calibrated = fit_kind(model, "pivot_copies", found.rows[copy], found.labels[copy], texts, found.path_keys()[copy],
+                          float(model.meta.get("C", 1.0)))
     for name, scored in (("before", model), ("after", calibrated)):
-        table(f"pivot-copy paths on dev ({len(set(texts))} question rows, out-of-fold), {name} calibration",
+        scores = scores_by_question(scored, found)
+        cosine = path_mrr(found, dense_order(found), rows=copy)
+        table(f"pivot-copy paths on dev ({len(set(texts))} question rows, out-of-fold), {name}: MRR@10 "
+              f"{path_mrr(found, scores, rows=copy):.3f} (by the cosine alone {cosine:.3f})",
               ["decile", "candidates", "predicted", "observed", "gap"],
-              [[i + 1, n, p, o, o - p] for i, (n, p, o) in
-               enumerate(reliability(scores_by_question(scored, found)[copy], found.labels[copy]))])
+              [[i + 1, n, p, o, o - p] for i, (n, p, o) in enumerate(reliability(scores[copy], found.labels[copy]))])
     return replace(calibrated, meta={**calibrated.meta, "pivot_copies_calibration": {
         "question_rows": len(set(texts)), "candidates": int(copy.sum()),
         "copies": made_by.name, "layouts": "scattered, unique-country"}})
@@ -202,7 +207,8 @@ def main() -> None:
     parser.add_argument("--check", action="store_true", help="report the shipped model, write nothing")
     parser.add_argument("--cache", type=Path, help="pickle of the collected candidates (read if present)")
     parser.add_argument("--calibrate-copies", action="store_true",
-                        help="calibrate the shipped model for pivot-copy paths (weights unchanged) and write it")
+                        help="fit the shipped model's weights and calibration for pivot-copy paths (the other "
+                        "kinds unchanged) and write it")
     parser.add_argument("--copies-translator", default="qwen2.5-coder-0.5b",
                         help="who makes the copies --calibrate-copies calibrates on: an LLM, or professional")
     parser.add_argument("--before", type=Path, help="the model to compare against, a model file (default: the shipped "
@@ -214,7 +220,7 @@ def main() -> None:
     if args.calibrate_copies:
         calibrated = calibrate_copies(default_model(), args.copies_translator)
         TARGET.write_text(json.dumps(calibrated.to_dict(), indent=1) + "\n", encoding="utf-8")
-        print(f"written {TARGET}: calibrated for pivot-copy paths")
+        print(f"written {TARGET}: weights and calibration for pivot-copy paths")
         return
     candidates, fingerprint = collect_all(args.cache)
     dev = {layout: splits["dev"] for layout, splits in candidates.items() if "dev" in splits}

@@ -130,6 +130,24 @@ def test_the_copy_path_finds_a_page_in_another_language_and_returns_the_original
     assert originals.data["stale"] == 0 and originals.data["passed"] == 4
 
 
+def test_the_pivot_copies_preset_max_merges_probabilities_and_its_rrf_twin_rank_fuses(tmp_path: Path) -> None:
+    """``--preset pivot-copies`` max-merges the copy path with the question's own (both scored as P(relevant) by the
+    learned stage, the copy path by weights of its own); ``pivot-copies-rrf`` rank-fuses them, for a KB whose
+    embedder has no relevance model."""
+    store = build(tmp_path)
+    with KnowledgeBase.open("cities", store) as kb:
+        make_pivot_copies(kb, TableTranslator(ENGLISH))
+        found = {preset: Searcher(kb, preset_config(preset)).search(BRIDGE) for preset in ("pivot-copies",
+                                                                                             "pivot-copies-rrf")}
+    for preset, method in (("pivot-copies", "max"), ("pivot-copies-rrf", "rrf")):
+        result = found[preset]
+        merge = next(s for s in result.trace.steps if s.stage == "merge")
+        assert merge.label == method and "malmo" in result.evidence.doc_ids()[:2]
+    assert found["pivot-copies"].evidence.hits[0].passage.doc_id == "malmo"
+    assert 0.5 < found["pivot-copies"].evidence.hits[0].score <= 1.0  # a probability, not an RRF total
+    assert found["pivot-copies-rrf"].evidence.hits[0].score < 0.05
+
+
 def test_a_copy_whose_original_changed_is_never_served(tmp_path: Path) -> None:
     store = build(tmp_path)
     with KnowledgeBase.open("cities", store) as kb:

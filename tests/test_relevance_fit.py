@@ -15,7 +15,8 @@ from babelrag.relevance import calibration
 from babelrag.relevance.calibration import PATH_SOFTMAX, monotone_logistic, path_softmax
 from babelrag.relevance.features import FEATURES
 from babelrag.relevance.listwise import listwise_weights
-from babelrag.relevance.model import FIRST_CALIBRATION_INPUTS, RelevanceModel, default_model, fit, recalibrate
+from babelrag.relevance.learn import fit, recalibrate
+from babelrag.relevance.model import FIRST_CALIBRATION_INPUTS, RelevanceModel, default_model
 
 
 def _paths(rng: np.random.Generator, paths: int, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -163,7 +164,7 @@ def test_the_monotone_calibration_is_the_logistic_fit_unless_a_weight_would_fall
 def test_a_share_that_lowers_the_odds_gets_no_weight_so_no_path_is_reordered() -> None:
     """Relevance falling with the softmax share at a given logit (a calibration fitted freely would weigh the share
     negatively, and reorder a path where two candidates share its mass): the fit holds the share's weight at 0."""
-    from babelrag.relevance.model import _kind_calibration
+    from babelrag.relevance.learn import _kind_calibration
 
     rng = np.random.default_rng(9)
     rows, _, path = _paths(rng, 400, 8)
@@ -262,6 +263,11 @@ def test_a_model_file_of_the_previous_release_predicts_what_that_release_did() -
      "folds[0] mean"),
     (lambda m: m | {"folds": [m["folds"][0] | {"calibration": {"as_written": [1.0, 2.0]}}, *m["folds"][1:]]},
      "folds[0] calibration"),
+    (lambda m: m | {"kind_coef": {"pivot_copies": m["kind_coef"]["pivot_copies"][:-1]}}, "model kind_coef"),
+    (lambda m: m | {"kind_coef": {"pivot_copies": [float("nan")] * len(m["coef"])}}, "model kind_coef"),
+    (lambda m: m | {"kind_coef": {"copies": m["kind_coef"]["pivot_copies"]}}, "model kind_coef: unknown path kind"),
+    (lambda m: m | {"folds": [m["folds"][0] | {"kind_coef": {"pivot_copies": [1.0]}}, *m["folds"][1:]]},
+     "folds[0] kind_coef"),
     (lambda m: m | {"calibration_inputs": []}, "calibration_inputs: empty"),
     (lambda m: m | {"calibration_inputs": ["pool_size"] * 5}, "repeated names"),
     (lambda m: {key: value for key, value in m.items() if key != "coef"}, "missing field 'coef'"),
@@ -329,3 +335,80 @@ def test_predicting_without_one_path_id_per_row_is_a_bug_that_stops() -> None:
         assert len(model.predict(rows, path)) == len(rows)
         with pytest.raises(ValueError, match="one path id per candidate row"):
             model.predict(rows, path[:-1])
+
+
+def _copy_paths(rng: np.random.Generator, paths: int, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pivot-copy paths whose gold is told apart the other way round from ``_paths``'s: by coverage, while a high
+    cosine means nothing (what a translator's copies can do to the question's own evidence)."""
+    rows, _, path = _paths(rng, paths, size)
+    rows[:, FEATURES.index("pivot_copy")] = 1.0
+    merit = 2 * rows[:, FEATURES.index("coverage")] + rng.gumbel(size=len(path))
+    labels = np.zeros(len(path))
+    for number in range(paths):
+        mine = np.flatnonzero(path == number)
+        labels[mine[np.argmax(merit[mine])]] = 1.0
+    return rows, labels, path + 10_000  # path ids of their own
+
+
+def _mrr(model: RelevanceModel, rows: np.ndarray, labels: np.ndarray, path: np.ndarray) -> float:
+    scores = model.predict(rows, path)
+    return float(np.mean([1.0 / (1 + np.flatnonzero(labels[mine][np.argsort(-scores[mine], kind="stable")])[0])
+                          for mine in (path == p for p in np.unique(path)) if labels[mine].any()]))
+
+
+def test_copy_paths_are_ranked_by_weights_of_their_own_and_the_question_s_paths_rank_as_before() -> None:
+    """Fitted beside the question's own paths, pivot-copy paths get weights of their own once there are enough of
+    them to rank (``MIN_OWN_PATHS``): the shared weights, which read the cosine, would rank these copies badly. The
+    question's own paths are ranked as well as without copies, and the model travels as JSON with its copy
+    weights."""
+    from babelrag.relevance.learn import MIN_OWN_PATHS
+
+    rng = np.random.default_rng(7)
+    own_rows, own_labels, own_path = _paths(rng, 120, 20)
+    copy_rows, copy_labels, copy_path = _copy_paths(rng, 120, 20)
+    rows, labels = np.vstack([own_rows, copy_rows]), np.concatenate([own_labels, copy_labels])
+    path = np.concatenate([own_path, copy_path])
+    features = ("dense_z", "coverage")
+    alone = fit(own_rows, own_labels, own_path, {}, features=features)
+    both = fit(rows, labels, path, {}, features=features)
+    assert set(both.kind_coef) == {"pivot_copies"}
+    assert both.kind_coef["pivot_copies"][1] > 0 > alone.coef[1]  # coverage: evidence on copies, against elsewhere
+    assert _mrr(both, copy_rows, copy_labels, copy_path) > 0.5 > 0.2 > _mrr(alone, copy_rows, copy_labels, copy_path)
+    assert _mrr(both, own_rows, own_labels, own_path) == pytest.approx(_mrr(alone, own_rows, own_labels, own_path),
+                                                                        abs=0.01)
+    again = RelevanceModel.from_dict(json.loads(json.dumps(both.to_dict())))
+    assert np.allclose(again.predict(rows, path), both.predict(rows, path))
+    few = np.isin(copy_path, np.unique(copy_path)[:MIN_OWN_PATHS - 1])
+    shy = fit(np.vstack([own_rows, copy_rows[few]]), np.concatenate([own_labels, copy_labels[few]]),
+              np.concatenate([own_path, copy_path[few]]), {}, features=features)
+    assert shy.kind_coef == {}  # too few copy paths to rank: the shared weights
+
+
+def test_a_fitted_model_gets_copy_weights_afterwards_each_fold_without_the_questions_it_holds_out() -> None:
+    """``fit_kind`` (how the shipped model learns copy paths): the full model learns from every copy path, each fold
+    model only from the questions it does not hold out, so a training question's copy path is still scored by a
+    model that never saw it; the question's own paths are scored exactly as before."""
+    from babelrag.relevance.learn import crossfit, fit_kind
+    from babelrag.relevance.model import question_hash
+
+    rng = np.random.default_rng(8)
+    own_rows, own_labels, own_path = _paths(rng, 150, 20)
+    texts = [f"q{p}" for p in own_path]
+    groups = np.array([f"g{p % 5}" for p in own_path], dtype=object)
+    group_texts: dict[str, list[str]] = {}
+    for text, group in dict(zip(texts, groups)).items():
+        group_texts.setdefault(group, []).append(text)
+    model = crossfit(own_rows, own_labels, groups, group_texts, own_path, {}, features=("dense_z", "coverage"))
+    assert len(model.folds) == 5
+    copy_rows, copy_labels, copy_path = _copy_paths(rng, 150, 20)
+    copy_texts = [f"q{p - 10_000}" for p in copy_path]  # each copy path is a training question's
+    fitted = fit_kind(model, "pivot_copies", copy_rows, copy_labels, copy_texts, copy_path)
+    assert np.allclose(fitted.predict(own_rows, own_path), model.predict(own_rows, own_path))
+    assert _mrr(fitted, copy_rows, copy_labels, copy_path) > 0.5 > 0.2 > _mrr(model, copy_rows, copy_labels, copy_path)
+    held = np.array([model.fold_of[question_hash(t)] for t in copy_texts])
+    for number, fold in enumerate(fitted.folds):
+        alone = fit_kind(model.folds[number], "pivot_copies", copy_rows[held != number], copy_labels[held != number],
+                         [], copy_path[held != number])
+        assert np.allclose(fold.kind_coef["pivot_copies"], alone.kind_coef["pivot_copies"])
+    with pytest.raises(ConfigError, match="need 30 paths"):
+        fit_kind(model, "pivot_copies", copy_rows[:200], copy_labels[:200], copy_texts[:200], copy_path[:200])

@@ -10,7 +10,8 @@ from babelrag.evaluate.cells import by_cell
 from babelrag.evaluate.clusters import bootstrap_ci, cluster_key
 from babelrag.evaluate.significance import compare
 from babelrag.relevance.features import FEATURES
-from babelrag.relevance.model import RelevanceModel, crossfit, group_folds, question_hash
+from babelrag.relevance.learn import crossfit, group_folds
+from babelrag.relevance.model import RelevanceModel, question_hash
 
 LANGS = ("ar", "de", "en", "es", "ru", "th", "tr", "zh")
 

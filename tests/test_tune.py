@@ -16,7 +16,8 @@ from babelrag.ingest.pipeline import index_sources
 from babelrag.ingest.pivot_copies import make_pivot_copies
 from babelrag.kb import KnowledgeBase
 from babelrag.relevance.features import FEATURES, feature_matrix
-from babelrag.relevance.model import default_model, fit, question_hash
+from babelrag.relevance.learn import fit
+from babelrag.relevance.model import default_model, question_hash
 from babelrag.retrieve.pipeline import Searcher
 from babelrag.strategies.tuned import OPTIONS, CellRule, Profile, Tuned
 from babelrag.tune.choose import DevRow, choose, shrunk_objectives
@@ -72,7 +73,8 @@ def test_the_parallel_share_is_the_share_of_candidates_whose_page_the_path_found
 def test_a_path_kind_calibrated_afterwards_keeps_the_weights_and_every_other_kind() -> None:
     from babelrag.errors import ConfigError
     from babelrag.relevance.features import PIVOT_COPY
-    from babelrag.relevance.model import RelevanceModel, calibrate_kind
+    from babelrag.relevance.learn import calibrate_kind
+    from babelrag.relevance.model import RelevanceModel
 
     rng = np.random.default_rng(3)
     rows = np.zeros((600, len(FEATURES)))

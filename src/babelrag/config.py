@@ -106,9 +106,12 @@ PRESETS: dict[str, dict[str, Any]] = {
     "chat-rrf": {**_CHAT, "merge": "rrf", "threshold": None},
     "hyde": {"strategy": "hyde", "rerank": _RERANK, "threshold": _TAU, "country_filter": True},
     "hyde-extra": {**_CHAT, "extra_paths": ("hyde",)},
-    # the question over the pivot copies made at ingest (`babelrag pivot-copies`) beside it, rank-fused: the
-    # copies' scores sit on another scale than the question's own path (docs/methods.md#pivot-copies)
-    "pivot-copies": {"extra_paths": ("pivot_copies",), "merge": "rrf"},
+    # the question over the pivot copies made at ingest (`babelrag pivot-copies`) beside it, max-merged: the learned
+    # stage gives the copy path weights and a calibration of its own, so both paths score P(relevant); max beat RRF on
+    # the dev articles of scattered and unique-country with either translator (docs/methods.md#pivot-copies).
+    # ``-rrf``: rank-fused, for a KB without a relevance model for its embedder (max-merging needs one scale)
+    "pivot-copies": {"extra_paths": ("pivot_copies",), "merge": "max"},
+    "pivot-copies-rrf": {"extra_paths": ("pivot_copies",), "merge": "rrf"},
     # the profile `babelrag tune` fitted for this KB: per (country, question language) cell its paths and τ
     "tuned": {"strategy": "tuned", "rerank": _RERANK, "merge": "max", "country_filter": True},
     # the papers' query strategies ([RHB], [DELTA])

@@ -4,7 +4,7 @@ A search only ever orders one path's candidates, so the weights are fitted to th
 probability that a gold candidate comes first under a softmax of the scores, ``Σ_gold e^s / Σ_all e^s``.
 Every language version of the gold page counts as gold (any of them first is a hit), so a parallel KB needs
 no arbitrary choice of one version. A pointwise logistic regression also spends its weights on telling
-paths apart — how many relevant candidates a layout has, which the calibration (``model.recalibrate``)
+paths apart — how many relevant candidates a layout has, which the calibration (``learn.recalibrate``)
 models anyway — and, measured on the shipped data's test articles, ranks cross-lingual gold pages worse:
 MRR@10 scattered 0.778 → 0.800 and mixed 0.750 → 0.776 (gold in another language 0.753 → 0.783 and
 0.721 → 0.757), for 0.005–0.009 less on the parallel and unique-country layouts

@@ -2,14 +2,16 @@
 path and language, so max-merging paths and thresholding mean the same thing everywhere.
 
 Linear (predicting is one dot product: 50 candidates in well under a millisecond) and readable — the
-report shows its weights. The weights are fitted to rank each path's candidates (``listwise.py``); a
-probability comes from the calibration per path kind (``recalibrate``, ``calibration.py``), which reads the
+report shows its weights. The weights are fitted to rank each path's candidates (``listwise.py``); a path over the
+KB's pivot-language copies is ranked by weights of its own (``kind_coef``: what a copy's features say depends on
+its translator, and the question's own paths' weights ranked the copies worse than their plain cosine); a
+probability comes from the calibration per path kind (``learn.py: recalibrate``, ``calibration.py``), which reads the
 logit, the candidate's softmax share of its path (both with weights that keep it rising) and what is constant
 over a path, so it never reorders a path's candidates. The model travels as JSON with what it was fitted
 on and for which embedder (a cosine from another model means something else: such a KB is refused, as a
 mismatched index is).
 
-A model fitted with ``crossfit`` also carries its *fold models*, each fitted without one group of
+A model fitted with ``learn.py: crossfit`` also carries its *fold models*, each fitted without one group of
 its training questions, and which fold held out each training question (by a hash of its text, every
 translation of it included). A question it was fitted on is then scored by the fold model that never
 saw it: evaluating a model on its own training questions, and calibrating a threshold on them, gives
@@ -20,19 +22,16 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
 from functools import cache, cached_property
-from importlib.metadata import version
 from importlib.resources import files
 from typing import Any
 
 import numpy as np
 
 from babelrag.errors import ConfigError, IndexMismatch
-from babelrag.relevance.calibration import MIN_SLOPE, PATH_SOFTMAX, monotone_logistic, path_softmax
+from babelrag.relevance.calibration import PATH_SOFTMAX, path_softmax
 from babelrag.relevance.features import FEATURES, PIVOT_COPY
-from babelrag.relevance.listwise import listwise_weights
 
 FORMAT = 1
 DEFAULT_FILE = "default_model.json"
@@ -52,6 +51,9 @@ class RelevanceModel:
     # probability that holds for every kind of path and every layout
     calibration: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     calibration_inputs: tuple[str, ...] = ()  # set in __post_init__: CALIBRATION_INPUTS
+    # per path kind ranked by weights of its own (on the same standardised features; ``learn.py``), those
+    # weights; every other kind is ranked by ``coef``
+    kind_coef: Mapping[str, np.ndarray] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.calibration_inputs:
@@ -63,8 +65,18 @@ class RelevanceModel:
         fold = self.fold_of.get(question_hash(text)) if text is not None and self.folds else None
         return self if fold is None else self.folds[fold]
 
-    def logits(self, rows: np.ndarray) -> np.ndarray:
-        return ((rows[:, self._columns] - self.mean) / self.scale) @ self.coef + self.intercept
+    def logits(self, rows: np.ndarray, kinds: np.ndarray | None = None) -> np.ndarray:
+        """Each row's ranking score: its path kind's own weights (``kind_coef``) or the shared ones. ``kinds``: each
+        row's ``_kind_numbers``, when the caller has them."""
+        standardised = (rows[:, self._columns] - self.mean) / self.scale
+        logits = standardised @ self.coef + self.intercept
+        if self.kind_coef:
+            kinds = _kind_numbers(rows) if kinds is None else kinds
+            for kind, coef in self.kind_coef.items():
+                mine = kinds == PATH_KINDS.index(kind)
+                if mine.any():
+                    logits[mine] = standardised[mine] @ coef + self.intercept
+        return logits
 
     def predict(self, rows: np.ndarray, paths: np.ndarray) -> np.ndarray:
         """P(relevant) for rows of all ``FEATURES`` (the model reads its own subset of them). ``paths``: each
@@ -73,9 +85,9 @@ class RelevanceModel:
             raise ValueError("relevance model: one path id per candidate row")
         if rows.shape[0] == 0:
             return np.zeros(0)
-        logits = self.logits(rows)
+        kinds = _kind_numbers(rows) if self.calibration or self.kind_coef else None
+        logits = self.logits(rows, kinds)
         if self.calibration:
-            kinds = _kind_numbers(rows)
             context = self.calibration_context(rows, logits, paths)
             fallback = self.calibration.get("as_written")
             for number in np.unique(kinds).tolist():  # numbers, not strings: this runs on every search
@@ -144,16 +156,20 @@ class RelevanceModel:
         if self.calibration:
             out["calibration"] = {kind: list(pair) for kind, pair in self.calibration.items()}
         out["calibration_inputs"] = list(self.calibration_inputs)  # the folds' too
+        if self.kind_coef:
+            out["kind_coef"] = {kind: coef.tolist() for kind, coef in self.kind_coef.items()}
         if self.folds:
             out["folds"] = [{key: value for key, value in fold.to_dict().items()
-                             if key in ("mean", "scale", "coef", "intercept", "calibration")} for fold in self.folds]
+                             if key in ("mean", "scale", "coef", "intercept", "calibration", "kind_coef")}
+                            for fold in self.folds]
             out["fold_of"] = dict(sorted(self.fold_of.items()))
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RelevanceModel:
         """A model from its file's contents. Anything malformed — a missing field, weights of another length than
-        the features or the calibration inputs, a number that is not finite — is refused here, naming the field,
+        the features or the calibration inputs, a number that is not finite, an unknown path kind — is refused here,
+        naming the field,
         rather than turning into NaN probabilities or a failure on every search later."""
         try:
             if data.get("format") != FORMAT:
@@ -165,13 +181,14 @@ class RelevanceModel:
             if not inputs or len(set(inputs)) != len(inputs) or len(set(features)) != len(features):
                 raise _Malformed("features or calibration_inputs: empty or repeated names")
             folds = tuple(cls(features, *_weights(fold, len(features), f"folds[{i}]"), {"name": f"fold {i}"},
-                              calibration=_calibration(fold, inputs, f"folds[{i}]"), calibration_inputs=inputs)
+                              calibration=_calibration(fold, inputs, f"folds[{i}]"), calibration_inputs=inputs,
+                              kind_coef=_kind_coef(fold, len(features), f"folds[{i}]"))
                           for i, fold in enumerate(data.get("folds") or ()))
             fold_of = {str(key): int(value) for key, value in (data.get("fold_of") or {}).items()}
             if any(not 0 <= value < len(folds) for value in fold_of.values()):
                 raise _Malformed("fold_of names a fold the model does not have")
             return cls(features, *_weights(data, len(features), "model"), dict(data.get("meta") or {}), folds, fold_of,
-                       _calibration(data, inputs, "model"), inputs)
+                       _calibration(data, inputs, "model"), inputs, _kind_coef(data, len(features), "model"))
         except _Malformed as error:  # our own words: the field, never its value
             raise ConfigError(f"relevance model: malformed ({error})") from error
         except KeyError as error:
@@ -190,6 +207,15 @@ def _calibration(data: Mapping[str, Any], inputs: Sequence[str], where: str) -> 
         raise _Malformed(f"{where} calibration: unknown path kind or not one weight per calibration input")
     if not all(np.isfinite(v).all() for v in found.values()):
         raise _Malformed(f"{where} calibration: a weight that is not a finite number")
+    return found
+
+
+def _kind_coef(data: Mapping[str, Any], features: int, where: str) -> dict[str, np.ndarray]:
+    found = {str(kind): np.asarray(coef, dtype=np.float64) for kind, coef in (data.get("kind_coef") or {}).items()}
+    if set(found) - set(PATH_KINDS) or any(coef.shape != (features,) for coef in found.values()):
+        raise _Malformed(f"{where} kind_coef: unknown path kind or not one weight per feature")
+    if not all(np.isfinite(coef).all() for coef in found.values()):
+        raise _Malformed(f"{where} kind_coef: a weight that is not a finite number")
     return found
 
 
@@ -250,133 +276,6 @@ def question_hash(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
 
 
-def fit(rows: np.ndarray, labels: np.ndarray, paths: np.ndarray, meta: Mapping[str, Any], c: float = 1.0,
-        features: Sequence[str] = FEATURES) -> RelevanceModel:
-    """Standardise ``features`` (rows hold all ``FEATURES``), fit the weights to rank each path's candidates
-    (``listwise.py``; ``paths``: each row's path, ``c``: inverse regularisation strength) on every path but
-    the pivot-copy ones (calibrated on, never fitted on: a copy is judged by its translator), then calibrate
-    every kind of path on all the rows (``recalibrate``)."""
-    if len(rows) == 0 or labels.min() == labels.max():
-        raise ConfigError("relevance model: the training candidates need both relevant and irrelevant passages")
-    chosen = rows[:, [FEATURES.index(name) for name in features]]
-    mean, scale = chosen.mean(axis=0), chosen.std(axis=0)
-    scale[scale == 0] = 1.0
-    own = rows[:, FEATURES.index(PIVOT_COPY)] == 0
-    coef = listwise_weights((chosen[own] - mean) / scale, labels[own], paths[own], c)
-    model = RelevanceModel(tuple(features), mean, scale, coef, 0.0,
-                           {**meta, "candidates": int(len(rows)), "relevant": int(labels.sum()), "C": c,
-                            "objective": "listwise (conditional logit per path)",
-                            "fitted_at": datetime.now(UTC).isoformat(timespec="seconds"),
-                            "scikit-learn": version("scikit-learn")})
-    return recalibrate(model, rows, labels, paths)
-
-
-def group_folds(row_groups: np.ndarray, folds: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(train rows, held-out rows) per fold, whole groups on one side (``GroupKFold``, at most one fold per
-    group): a question's translations — or an article's pages — are never split between the sides."""
-    from sklearn.model_selection import GroupKFold
-
-    n = min(folds, len(np.unique(row_groups)))
-    return list(GroupKFold(n_splits=n).split(np.zeros(len(row_groups)), groups=row_groups)) if n >= 2 else []
-
-
-def recalibrate(model: RelevanceModel, rows: np.ndarray, labels: np.ndarray, paths: np.ndarray) -> RelevanceModel:
-    """The same ranking within every path, made a probability for each kind of path (as written, translated,
-    generated, pivot copies): per kind a logistic fit of the labels on the model's logit, its softmax share of
-    the path (``paths``: each row's path) and the path's context (``calibration_inputs``; ``calibration.py``).
-    Needed because ranking weights have no scale of their own, because a model's text scores on another scale
-    than the question's own, and because how many candidates are relevant depends on the layout (eight language
-    versions of a page, or one) and on the pool. A kind without both labels here, or whose score does not rise
-    with relevance, borrows the as-written calibration."""
-    kinds = path_kinds(rows)
-    calibration = {}
-    for kind in PATH_KINDS:
-        mine = kinds == kind
-        if mine.sum() and labels[mine].min() != labels[mine].max():
-            fitted = _kind_calibration(model, rows[mine], labels[mine], paths[mine])
-            if fitted is not None:
-                calibration[kind] = fitted
-    if "as_written" not in calibration and (kinds == "as_written").any():
-        raise ConfigError("relevance model: on the as-written paths the weights do not rank relevant candidates "
-                          "higher, or no path has both kinds of candidate")
-    return replace(model, calibration=calibration)
-
-
-def _kind_calibration(model: RelevanceModel, rows: np.ndarray, labels: np.ndarray,
-                      paths: np.ndarray) -> tuple[float, ...] | None:
-    """(slope, offset, weight per calibration input) on these rows (both labels needed), the weight on the logit
-    kept positive and the one on the path softmax ≥ 0 (as ``recalibrate`` does per kind); None when the slope
-    sits at its floor: the logit does not rise with relevance on these rows."""
-    logits = model.logits(rows)
-    inputs = np.column_stack([logits, model.calibration_context(rows, logits, paths)])
-    increasing = [0, *(1 + i for i, name in enumerate(model.calibration_inputs) if name == PATH_SOFTMAX)]
-    try:
-        slope, *weights, offset = (float(w) for w in monotone_logistic(inputs, labels, increasing))
-    except ValueError as error:  # the fit's own words: no input in them
-        raise ConfigError(f"relevance model: {error}") from error
-    if not np.isfinite([slope, offset, *weights]).all():
-        raise ConfigError("relevance model: the calibration did not converge to finite weights")
-    if slope * logits.std() <= MIN_SLOPE * (1 + 1e-6):
-        return None
-    return (slope, offset, *weights)
-
-
-def calibrate_kind(model: RelevanceModel, kind: str, rows: np.ndarray, labels: np.ndarray,
-                   texts: Sequence[str], paths: np.ndarray) -> RelevanceModel:
-    """The model (weights unchanged) calibrated for one more kind of path, from that kind's candidates (``texts``:
-    each row's question as asked; ``paths``: each row's path). A fold model is calibrated only on the questions
-    it was not made to hold out, so a training question's rows are still scored out-of-fold. Every other kind
-    keeps its calibration."""
-    if kind not in PATH_KINDS or (path_kinds(rows) != kind).any():
-        raise ConfigError(f"relevance model: rows to calibrate must all be {kind!r} paths")
-    if len(rows) == 0 or labels.min() == labels.max():
-        raise ConfigError("relevance model: calibrating a path kind needs relevant and irrelevant candidates")
-    own = _kind_calibration(model, rows, labels, paths)
-    if own is None:
-        raise ConfigError(f"relevance model: on {kind!r} paths the model does not rank relevant candidates higher")
-    held = np.array([model.fold_of.get(question_hash(text), -1) for text in texts])
-    folds = []
-    for i, fold in enumerate(model.folds):  # a fold without both labels here, or whose logit does not rise
-        mine = held != i                     # with relevance, borrows as-written's
-        both = mine.any() and labels[mine].min() != labels[mine].max()
-        fitted = _kind_calibration(fold, rows[mine], labels[mine], paths[mine]) if both else None
-        own_kind = {kind: fitted} if fitted is not None else {}
-        folds.append(replace(fold, calibration={**fold.calibration, **own_kind}))
-    return replace(model, calibration={**model.calibration, kind: own}, folds=tuple(folds))
-
-
-def crossfit(rows: np.ndarray, labels: np.ndarray, row_groups: np.ndarray, group_texts: Mapping[str, Sequence[str]],
-             paths: np.ndarray, meta: Mapping[str, Any], c: float = 1.0, features: Sequence[str] = FEATURES,
-             folds: int = 5) -> RelevanceModel:
-    """``fit`` on every row, plus one fold model per group fold (``GroupKFold``: a group — a question and
-    its translations, or a whole article — is never on both sides) that scores the held-out groups'
-    questions (``group_texts``: each group's question texts) from then on. A fold without both labels to
-    fit on keeps the full model for its questions. ``paths``: each row's path (``fit``)."""
-
-    def fitted(train: np.ndarray, model_meta: Mapping[str, Any]) -> RelevanceModel:
-        return fit(rows[train], labels[train], paths[train], model_meta, c, features)
-
-    full = fitted(np.arange(len(rows)), {**meta, "question_hashes": sorted({
-        question_hash(t) for texts in group_texts.values() for t in texts})})
-    names = np.unique(row_groups)
-    if len(names) < 2:
-        return full
-    fold_models, fold_of = [], {}
-    unfitted = 0
-    for train, held in group_folds(row_groups, folds):
-        try:
-            model = fitted(train, {"name": f"fold {len(fold_models)}"})
-        except ConfigError:  # nothing to rank or calibrate on this side: its questions keep the full model
-            unfitted += 1
-            continue
-        fold_of.update({question_hash(t): len(fold_models) for group in np.unique(row_groups[held])
-                        for t in group_texts.get(str(group), ())})
-        fold_models.append(model)
-    meta_out = {**full.meta, "crossfit": {"folds": len(fold_models), "groups": int(len(names)),
-                                          **({"folds_not_fitted": unfitted} if unfitted else {})}}
-    return replace(full, meta=meta_out, folds=tuple(fold_models), fold_of=fold_of)
-
-
 @cache
 def default_model() -> RelevanceModel:
     """The model shipped in the package, fitted on the shipped dev questions (see its ``meta``)."""
@@ -392,9 +291,11 @@ def model_for(stored_profile: Mapping[str, Any] | None, profile_model: Mapping[s
 
 
 def describe(model: RelevanceModel, extra: Sequence[str] = ()) -> dict[str, Any]:
-    """What the manifest and the trace say about a model (not its weights), and which path kinds have no
-    calibration of their own and are scored on the question's own (as-written) scale."""
+    """What the manifest and the trace say about a model (not its weights), which path kinds have no calibration of
+    their own and are scored on the question's own (as-written) scale, and which are ranked by weights of their
+    own."""
     keys = ("name", "trained_on", "questions", "candidates", "embedder", "fitted_at", "scikit-learn", *extra)
     borrowed = [kind for kind in PATH_KINDS if kind != "as_written" and kind not in model.calibration]
     return {**{k: model.meta[k] for k in keys if k in model.meta},
-            **({"calibration_borrowed_from_as_written": borrowed} if model.calibration and borrowed else {})}
+            **({"calibration_borrowed_from_as_written": borrowed} if model.calibration and borrowed else {}),
+            **({"ranked_by_own_weights": sorted(model.kind_coef)} if model.kind_coef else {})}

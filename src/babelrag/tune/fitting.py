@@ -18,7 +18,8 @@ import numpy as np
 
 from babelrag.errors import ConfigError
 from babelrag.relevance.features import MODEL_FEATURES
-from babelrag.relevance.model import RelevanceModel, crossfit, fit, group_folds
+from babelrag.relevance.learn import crossfit, fit, group_folds
+from babelrag.relevance.model import RelevanceModel
 from babelrag.tune.training import Candidates
 
 VARIANTS: dict[str, tuple[str, ...]] = {"full": MODEL_FEATURES, "hybrid": ("hybrid",)}
@@ -26,10 +27,11 @@ FOLDS = 5
 SIMPLEST_FIRST = ("hybrid", "shipped", "full")  # ties go to the model with fewer fitted parameters
 
 
-def path_mrr(candidates: Candidates, scores: np.ndarray, k: int = 10) -> float:
-    """MRR@k of the as-written path's candidates ordered by ``scores`` (page relevance per row), one
-    reciprocal rank per question (ties keep retrieval order)."""
-    first = candidates.path == 0
+def path_mrr(candidates: Candidates, scores: np.ndarray, k: int = 10, rows: np.ndarray | None = None) -> float:
+    """MRR@k of one path per question, its candidates ordered by ``scores`` (page relevance per row), one
+    reciprocal rank per question (ties keep retrieval order). ``rows``: which rows are that path (default: the
+    question as written)."""
+    first = candidates.path == 0 if rows is None else rows
     if not first.any():
         return 0.0
     question, score, label = candidates.question[first], scores[first], candidates.labels[first]

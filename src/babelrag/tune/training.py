@@ -4,8 +4,8 @@ question, described by its features and labelled by whether its page is gold.
 Paths per question: the question as written, and — standing in for translated paths without
 spending a model call — the same question's versions in other languages from the golden set
 itself (XQuAD's professional translations share a ``qid`` tag), searched as translated paths; and
-over the KB's pivot copies when it has them (only calibrated on: ``relevance.model.fit`` leaves them
-out of the rows the weights are fitted on).
+over the KB's pivot copies when it has them (``relevance.learn.fit`` leaves them out of the rows the shared
+weights are fitted on, and gives them weights of their own).
 
 Each question belongs to a *group* (``evaluate/clusters.py``: its qid, or its article): folds and
 halves are drawn by group, so a held-out question's translations — which the training side would
