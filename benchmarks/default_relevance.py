@@ -154,6 +154,7 @@ def calibrate_copies(model: RelevanceModel, translator: str) -> RelevanceModel:
               f"{path_mrr(found, scores, rows=copy):.3f} (by the cosine alone {cosine:.3f})",
               ["decile", "candidates", "predicted", "observed", "gap"],
               [[i + 1, n, p, o, o - p] for i, (n, p, o) in enumerate(reliability(scores[copy], found.labels[copy]))])
+    print("copy-path weights (per standard deviation):", calibrated.weights("pivot_copies"))
     return replace(calibrated, meta={**calibrated.meta, "pivot_copies_calibration": {
         "question_rows": len(set(texts)), "candidates": int(copy.sum()),
         "copies": made_by.name, "layouts": "scattered, unique-country"}})

@@ -20,8 +20,8 @@ language or another), with the language gap, and the difference tested by a sign
 question and its translations flip together (Benjamini–Hochberg across cells). Latency is the median
 search time of each configuration in the same loop, warm (query embeddings cached per question across the
 two configurations would favour the second: each configuration embeds afresh). Last, whether the learned
-model's P(relevant) holds on the copy path, which it was not fitted on: predicted against observed per
-decile, beside the question's own path over the passages, on the same test questions.
+model's P(relevant) holds on the copy path, whose own weights it fitted on dev copies only: predicted against observed
+per decile, beside the question's own path over the passages, on the same test questions.
 """
 from __future__ import annotations
 

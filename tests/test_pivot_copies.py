@@ -20,6 +20,7 @@ from babelrag.kb import KnowledgeBase, drop_kb
 from babelrag.models.llm_types import LLMError
 from babelrag.models.translate import Translation
 from babelrag.retrieve.fusion import fuse
+from babelrag.relevance.model import default_model, describe
 from babelrag.retrieve.pipeline import Searcher
 from babelrag.store.base import open_store
 from babelrag.types import Hit, Passage, Question, Ranking
@@ -143,7 +144,9 @@ def test_the_pivot_copies_preset_max_merges_probabilities_and_its_rrf_twin_rank_
         result = found[preset]
         merge = next(s for s in result.trace.steps if s.stage == "merge")
         assert merge.label == method and "malmo" in result.evidence.doc_ids()[:2]
-    assert found["pivot-copies"].evidence.hits[0].passage.doc_id == "malmo"
+    top = found["pivot-copies"].evidence.hits[0]
+    assert top.passage.doc_id == "malmo" and top.path.startswith("pivot_copies")  # the copy path's score won
+    assert describe(default_model())["ranked_by_own_weights"] == ["pivot_copies"]
     assert 0.5 < found["pivot-copies"].evidence.hits[0].score <= 1.0  # a probability, not an RRF total
     assert found["pivot-copies-rrf"].evidence.hits[0].score < 0.05
 

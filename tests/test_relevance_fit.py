@@ -268,6 +268,7 @@ def test_a_model_file_of_the_previous_release_predicts_what_that_release_did() -
     (lambda m: m | {"kind_coef": {"copies": m["kind_coef"]["pivot_copies"]}}, "model kind_coef: unknown path kind"),
     (lambda m: m | {"folds": [m["folds"][0] | {"kind_coef": {"pivot_copies": [1.0]}}, *m["folds"][1:]]},
      "folds[0] kind_coef"),
+    (lambda m: m | {"kind_coef": [1.0, 2.0]}, "model kind_coef: not a mapping"),
     (lambda m: m | {"calibration_inputs": []}, "calibration_inputs: empty"),
     (lambda m: m | {"calibration_inputs": ["pool_size"] * 5}, "repeated names"),
     (lambda m: {key: value for key, value in m.items() if key != "coef"}, "missing field 'coef'"),
@@ -373,15 +374,17 @@ def test_copy_paths_are_ranked_by_weights_of_their_own_and_the_question_s_paths_
     both = fit(rows, labels, path, {}, features=features)
     assert set(both.kind_coef) == {"pivot_copies"}
     assert both.kind_coef["pivot_copies"][1] > 0 > alone.coef[1]  # coverage: evidence on copies, against elsewhere
-    assert _mrr(both, copy_rows, copy_labels, copy_path) > 0.5 > 0.2 > _mrr(alone, copy_rows, copy_labels, copy_path)
+    assert _mrr(both, copy_rows, copy_labels, copy_path) > 0.5
+    assert _mrr(alone, copy_rows, copy_labels, copy_path) < 0.2
     assert _mrr(both, own_rows, own_labels, own_path) == pytest.approx(_mrr(alone, own_rows, own_labels, own_path),
                                                                         abs=0.01)
     again = RelevanceModel.from_dict(json.loads(json.dumps(both.to_dict())))
     assert np.allclose(again.predict(rows, path), both.predict(rows, path))
-    few = np.isin(copy_path, np.unique(copy_path)[:MIN_OWN_PATHS - 1])
-    shy = fit(np.vstack([own_rows, copy_rows[few]]), np.concatenate([own_labels, copy_labels[few]]),
-              np.concatenate([own_path, copy_path[few]]), {}, features=features)
-    assert shy.kind_coef == {}  # too few copy paths to rank: the shared weights
+    for paths, own in ((MIN_OWN_PATHS - 1, False), (MIN_OWN_PATHS, True)):  # every copy path here has a gold
+        few = np.isin(copy_path, np.unique(copy_path)[:paths])
+        shy = fit(np.vstack([own_rows, copy_rows[few]]), np.concatenate([own_labels, copy_labels[few]]),
+                  np.concatenate([own_path, copy_path[few]]), {}, features=features)
+        assert ("pivot_copies" in shy.kind_coef) == own  # too few copy paths to rank: the shared weights
 
 
 def test_a_fitted_model_gets_copy_weights_afterwards_each_fold_without_the_questions_it_holds_out() -> None:
@@ -404,11 +407,17 @@ def test_a_fitted_model_gets_copy_weights_afterwards_each_fold_without_the_quest
     copy_texts = [f"q{p - 10_000}" for p in copy_path]  # each copy path is a training question's
     fitted = fit_kind(model, "pivot_copies", copy_rows, copy_labels, copy_texts, copy_path)
     assert np.allclose(fitted.predict(own_rows, own_path), model.predict(own_rows, own_path))
-    assert _mrr(fitted, copy_rows, copy_labels, copy_path) > 0.5 > 0.2 > _mrr(model, copy_rows, copy_labels, copy_path)
+    assert _mrr(fitted, copy_rows, copy_labels, copy_path) > 0.5
+    assert _mrr(model, copy_rows, copy_labels, copy_path) < 0.2
+    again = RelevanceModel.from_dict(json.loads(json.dumps(fitted.to_dict())))
+    assert all(np.array_equal(a.kind_coef["pivot_copies"], b.kind_coef["pivot_copies"])
+               for a, b in zip(again.folds, fitted.folds, strict=True))
+    assert "folds_with_shared_weights" not in fitted.meta
     held = np.array([model.fold_of[question_hash(t)] for t in copy_texts])
     for number, fold in enumerate(fitted.folds):
-        alone = fit_kind(model.folds[number], "pivot_copies", copy_rows[held != number], copy_labels[held != number],
-                         [], copy_path[held != number])
+        kept = held != number
+        alone = fit_kind(model.folds[number], "pivot_copies", copy_rows[kept], copy_labels[kept],
+                         list(np.asarray(copy_texts)[kept]), copy_path[kept])
         assert np.allclose(fold.kind_coef["pivot_copies"], alone.kind_coef["pivot_copies"])
     with pytest.raises(ConfigError, match="need 30 paths"):
         fit_kind(model, "pivot_copies", copy_rows[:200], copy_labels[:200], copy_texts[:200], copy_path[:200])

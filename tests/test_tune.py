@@ -91,7 +91,7 @@ def test_a_path_kind_calibrated_afterwards_keeps_the_weights_and_every_other_kin
     assert np.allclose(calibrated.predict(rows, paths), model.predict(rows, paths))
     assert np.array_equal(calibrated.coef, model.coef)
     assert RelevanceModel.from_dict(calibrated.to_dict()).calibration == calibrated.calibration
-    with pytest.raises(ConfigError, match="pivot_copies"):
+    with pytest.raises(ConfigError, match="paths of the named kind"):
         calibrate_kind(model, "pivot_copies", rows, labels, ["q"] * 600, paths)  # these are not copy-path rows
 
 

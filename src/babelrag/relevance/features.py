@@ -50,8 +50,9 @@ KEYWORD_WEIGHT = 0.5  # the ``hybrid`` feature: zscore fusion's own combination 
 FEW_CANDIDATES = 10
 MONO = ("mono_path", "hybrid:mono_path")
 GATED = tuple(f"{name}:cross" for name in FEATURES if name not in MONO)
-# which kind of path the row comes from, never a weight (model.py ``path_kinds``): the question over
-# the KB's pivot-language copies (ingest/pivot_copies.py), ranked by weights of their own (relevance/learn.py)
+# which kind of path the row comes from, constant over a path so it never orders one (model.py ``path_kinds``): the
+# question over the KB's pivot-language copies (ingest/pivot_copies.py), ranked by weights of their own
+# (relevance/learn.py)
 PIVOT_COPY = "pivot_copy"
 _UNGATED = FEATURES
 _GATED_FROM = [_UNGATED.index(name[:-len(":cross")]) for name in GATED]  # the column each gated copy gates

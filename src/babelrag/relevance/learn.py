@@ -73,7 +73,8 @@ def recalibrate(model: RelevanceModel, rows: np.ndarray, labels: np.ndarray, pat
     Needed because ranking weights have no scale of their own, because a model's text scores on another scale
     than the question's own, and because how many candidates are relevant depends on the layout (eight language
     versions of a page, or one) and on the pool. A kind without both labels here, or whose score does not rise
-    with relevance, borrows the as-written calibration."""
+    with relevance, borrows the as-written calibration, and is then ranked by the shared weights too (its own
+    weights' logits are on another scale than the calibration it would borrow)."""
     kinds = path_kinds(rows)
     calibration = {}
     for kind in PATH_KINDS:
@@ -85,7 +86,12 @@ def recalibrate(model: RelevanceModel, rows: np.ndarray, labels: np.ndarray, pat
     if "as_written" not in calibration and (kinds == "as_written").any():
         raise ConfigError("relevance model: on the as-written paths the weights do not rank relevant candidates "
                           "higher, or no path has both kinds of candidate")
-    return replace(model, calibration=calibration)
+    return replace(model, calibration=calibration, kind_coef=_calibrated_only(model.kind_coef, calibration))
+
+
+def _calibrated_only(kind_coef: Mapping[str, np.ndarray], calibration: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """The kinds' own weights, for the kinds calibrated on them."""
+    return {kind: coef for kind, coef in kind_coef.items() if kind in calibration}
 
 
 def _kind_calibration(model: RelevanceModel, rows: np.ndarray, labels: np.ndarray,
@@ -112,31 +118,37 @@ def fit_kind(model: RelevanceModel, kind: str, rows: np.ndarray, labels: np.ndar
     """The model with weights of its own for one more kind of path, fitted to rank that kind's candidates
     (``listwise.py``, on the model's standardisation), then calibrated for it (``calibrate_kind``). As there, a fold
     model learns them without the questions it holds out (``texts``: each row's question as asked), so a training
-    question is still scored out-of-fold; a fold left with fewer than ``MIN_OWN_PATHS`` paths to rank keeps the
-    shared weights for the kind. The other kinds are unchanged."""
-    _check_kind_rows(kind, rows, labels)
+    question is still scored out-of-fold; a fold left with fewer than ``MIN_OWN_PATHS`` paths to rank, or whose
+    own weights do not calibrate, ranks the kind by the shared weights (counted in the model's ``meta``,
+    ``folds_with_shared_weights``). The other kinds are unchanged."""
+    _check_kind_rows(kind, rows, labels, texts)
 
     def own(fitted: RelevanceModel, mine: np.ndarray) -> RelevanceModel:
         if rankable_paths(labels[mine], paths[mine]) < MIN_OWN_PATHS:
-            return fitted
+            return replace(fitted, kind_coef={k: v for k, v in fitted.kind_coef.items() if k != kind})
         standardised = (rows[mine][:, fitted._columns] - fitted.mean) / fitted.scale
         coef = listwise_weights(standardised, labels[mine], paths[mine], c)
         return replace(fitted, kind_coef={**fitted.kind_coef, kind: coef})
 
     if rankable_paths(labels, paths) < MIN_OWN_PATHS:
-        raise ConfigError(f"relevance model: weights for {kind!r} paths need {MIN_OWN_PATHS} paths with a relevant "
+        raise ConfigError(f"relevance model: weights of a path kind's own need {MIN_OWN_PATHS} paths with a relevant "
                           f"and an irrelevant candidate")
     held = _held_out(model, texts)
     folds = tuple(own(fold, held != i) for i, fold in enumerate(model.folds))
-    return calibrate_kind(replace(own(model, np.ones(len(rows), dtype=bool)), folds=folds), kind, rows, labels, texts,
-                          paths)
+    fitted = calibrate_kind(replace(own(model, np.ones(len(rows), dtype=bool)), folds=folds), kind, rows, labels,
+                            texts, paths)
+    shared = sum(kind not in fold.kind_coef for fold in fitted.folds)
+    return replace(fitted, meta={**fitted.meta, **({"folds_with_shared_weights": {kind: shared}} if shared else {})})
 
 
-def _check_kind_rows(kind: str, rows: np.ndarray, labels: np.ndarray) -> None:
+def _check_kind_rows(kind: str, rows: np.ndarray, labels: np.ndarray, texts: Sequence[str]) -> None:
+    """Rows of one known path kind, with both labels and one question text each (never quoted back)."""
     if kind not in PATH_KINDS or (path_kinds(rows) != kind).any():
-        raise ConfigError(f"relevance model: rows to calibrate must all be {kind!r} paths")
+        raise ConfigError("relevance model: the rows to fit or calibrate must all be paths of the named kind")
     if len(rows) == 0 or labels.min() == labels.max():
         raise ConfigError("relevance model: calibrating a path kind needs relevant and irrelevant candidates")
+    if not len(texts) == len(labels) == len(rows):
+        raise ConfigError("relevance model: one label and one question text per candidate row")
 
 
 def _held_out(model: RelevanceModel, texts: Sequence[str]) -> np.ndarray:
@@ -150,18 +162,19 @@ def calibrate_kind(model: RelevanceModel, kind: str, rows: np.ndarray, labels: n
     each row's question as asked; ``paths``: each row's path). A fold model is calibrated only on the questions
     it was not made to hold out, so a training question's rows are still scored out-of-fold. Every other kind
     keeps its calibration."""
-    _check_kind_rows(kind, rows, labels)
+    _check_kind_rows(kind, rows, labels, texts)
     own = _kind_calibration(model, rows, labels, paths)
     if own is None:
-        raise ConfigError(f"relevance model: on {kind!r} paths the model does not rank relevant candidates higher")
+        raise ConfigError("relevance model: on the named kind's paths the model does not rank relevant candidates "
+                          "higher")
     held = _held_out(model, texts)
     folds = []
     for i, fold in enumerate(model.folds):  # a fold without both labels here, or whose logit does not rise
         mine = held != i                     # with relevance, borrows as-written's
         both = mine.any() and labels[mine].min() != labels[mine].max()
         fitted = _kind_calibration(fold, rows[mine], labels[mine], paths[mine]) if both else None
-        own_kind = {kind: fitted} if fitted is not None else {}
-        folds.append(replace(fold, calibration={**fold.calibration, **own_kind}))
+        calibration = {**fold.calibration, **({kind: fitted} if fitted is not None else {})}
+        folds.append(replace(fold, calibration=calibration, kind_coef=_calibrated_only(fold.kind_coef, calibration)))
     return replace(model, calibration={**model.calibration, kind: own}, folds=tuple(folds))
 
 
@@ -192,6 +205,9 @@ def crossfit(rows: np.ndarray, labels: np.ndarray, row_groups: np.ndarray, group
         fold_of.update({question_hash(t): len(fold_models) for group in np.unique(row_groups[held])
                         for t in group_texts.get(str(group), ())})
         fold_models.append(model)
+    # a fold with too few copy paths of its own ranks them by the shared weights, which the full model may not
+    shared = {kind: n for kind in full.kind_coef if (n := sum(kind not in m.kind_coef for m in fold_models))}
     meta_out = {**full.meta, "crossfit": {"folds": len(fold_models), "groups": int(len(names)),
-                                          **({"folds_not_fitted": unfitted} if unfitted else {})}}
+                                          **({"folds_not_fitted": unfitted} if unfitted else {}),
+                                          **({"folds_with_shared_weights": shared} if shared else {})}}
     return replace(full, meta=meta_out, folds=tuple(fold_models), fold_of=fold_of)

@@ -145,9 +145,10 @@ class RelevanceModel:
         return all(question_hash(text) in self.fold_of for text in texts
                    if question_hash(text) in set(self.meta.get("question_hashes") or ()))
 
-    def weights(self) -> dict[str, float]:
-        """Each feature's weight per standard deviation: what the model leans on."""
-        return {name: round(float(w), 4) for name, w in zip(self.features, self.coef)}
+    def weights(self, kind: str | None = None) -> dict[str, float]:
+        """Each feature's weight per standard deviation: what the model leans on (``kind``: a path kind's own)."""
+        coef = self.kind_coef[kind] if kind is not None else self.coef
+        return {name: round(float(w), 4) for name, w in zip(self.features, coef)}
 
     def to_dict(self) -> dict[str, Any]:
         out = {"format": FORMAT, "features": list(self.features), "mean": self.mean.tolist(),
@@ -211,7 +212,10 @@ def _calibration(data: Mapping[str, Any], inputs: Sequence[str], where: str) -> 
 
 
 def _kind_coef(data: Mapping[str, Any], features: int, where: str) -> dict[str, np.ndarray]:
-    found = {str(kind): np.asarray(coef, dtype=np.float64) for kind, coef in (data.get("kind_coef") or {}).items()}
+    stored = data.get("kind_coef") or {}
+    if not isinstance(stored, Mapping):
+        raise _Malformed(f"{where} kind_coef: not a mapping of path kinds to weights")
+    found = {str(kind): np.asarray(coef, dtype=np.float64) for kind, coef in stored.items()}
     if set(found) - set(PATH_KINDS) or any(coef.shape != (features,) for coef in found.values()):
         raise _Malformed(f"{where} kind_coef: unknown path kind or not one weight per feature")
     if not all(np.isfinite(coef).all() for coef in found.values()):

@@ -35,7 +35,7 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "kb_languages": {"strategy": "kb_languages", "extra_paths": []},
     "delta": {"strategy": "delta", "extra_paths": []},
     # over the pivot copies made at ingest (`babelrag pivot-copies`): offered only on a KB that has them; beside
-    # the question they are rank-fused, as the `pivot-copies` preset (RRF totals have no fixed meaning: no τ)
+    # the question they are rank-fused, as the `pivot-copies-rrf` preset (RRF totals have no fixed meaning: no τ)
     "pivot_copies": {"strategy": "pivot_copies", "extra_paths": []},
     "as_written+pivot_copies": {"strategy": "as_written", "extra_paths": ["pivot_copies"], "merge": "rrf"},
 }
