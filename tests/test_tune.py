@@ -356,7 +356,8 @@ def test_tune_measures_the_pivot_copies_only_where_the_kb_has_them(tmp_path: Pat
         assert set(tune(kb, golden, options).options) == {"as_written"}
         make_pivot_copies(kb, ProfessionalTranslations(kb.collection.scroll()))
         measured = tune(kb, golden, options).options
-    assert set(measured) == {"as_written", "pivot_copies", "as_written+pivot_copies"}  # free at query time
+    assert set(measured) == {"as_written", "pivot_copies", "as_written+pivot_copies",  # free at query time
+                             "as_written+pivot_copies:max"}
     assert all(m["llm_calls"] == 0 for m in measured.values())
 
 

@@ -35,9 +35,11 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "kb_languages": {"strategy": "kb_languages", "extra_paths": []},
     "delta": {"strategy": "delta", "extra_paths": []},
     # over the pivot copies made at ingest (`babelrag pivot-copies`): offered only on a KB that has them; beside
-    # the question they are rank-fused, as the `pivot-copies-rrf` preset (RRF totals have no fixed meaning: no τ)
+    # the question rank-fused, as the `pivot-copies-rrf` preset (RRF totals have no fixed meaning: no τ), or
+    # max-merged, as the `pivot-copies` preset (the copy path scored as P(relevant) by weights of its own: τ applies)
     "pivot_copies": {"strategy": "pivot_copies", "extra_paths": []},
     "as_written+pivot_copies": {"strategy": "as_written", "extra_paths": ["pivot_copies"], "merge": "rrf"},
+    "as_written+pivot_copies:max": {"strategy": "as_written", "extra_paths": ["pivot_copies"], "merge": "max"},
 }
 
 
