@@ -19,7 +19,7 @@ from babelrag.relevance.features import FEATURES, PIVOT_COPY
 from babelrag.relevance.listwise import listwise_weights
 from babelrag.relevance.model import PATH_KINDS, RelevanceModel, path_kinds, question_hash
 
-OWN_WEIGHTS = "pivot_copies"  # the path kind ``fit`` ranks by weights of its own (never by the shared ones)
+OWN_WEIGHTS = "pivot_copies"  # the path kind ``fit`` gives weights of its own (with enough of its paths to rank)
 MIN_OWN_PATHS = 30  # paths with a relevant and another candidate needed to fit them; fewer: the shared weights
 
 
