@@ -170,8 +170,7 @@ class RelevanceModel:
     def from_dict(cls, data: Mapping[str, Any]) -> RelevanceModel:
         """A model from its file's contents. Anything malformed — a missing field, weights of another length than
         the features or the calibration inputs, a number that is not finite, an unknown path kind — is refused here,
-        naming the field,
-        rather than turning into NaN probabilities or a failure on every search later."""
+        naming the field, rather than turning into NaN probabilities or a failure on every search later."""
         try:
             if data.get("format") != FORMAT:
                 raise ConfigError(f"relevance model: format {data.get('format')!r}, this version reads {FORMAT}")
