@@ -8,12 +8,14 @@ import json
 import socket
 from pathlib import Path
 
+import httpx
 import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import StreamingResponse
 
+from babelrag.errors import ConfigError
 from babelrag.models.catalog import CATALOG, ChecksumMismatch, join_verified
-from babelrag.models.llm import Completion, LLMError, OpenAILLM, build_llm
+from babelrag.models.llm import Completion, LLMError, OpenAILLM, build_llm, serve_gguf
 from babelrag.models.structured import StructuredOutputError, complete_json
 from babelrag.models.translate import CachedTranslator, LLMTranslator, translate, translate_many
 from babelrag.types import Trace
@@ -184,24 +186,45 @@ def test_llm_translator_translates_questions_not_answers() -> None:
     assert trace.llm_calls and trace.llm_calls[0].role == "translator"
 
 
+KEY = "test-key-for-loopback"
+
+
 @pytest.fixture(scope="module")
 def llama_server():
-    """A real llama.cpp server (xllamacpp) on 127.0.0.1, speaking the chat-completions protocol."""
+    """A real llama.cpp server (``models serve``'s, through xllamacpp) on 127.0.0.1, speaking the chat-completions
+    protocol and answering only requests that carry its key."""
     name = need_llm()
-    import xllamacpp
-
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    params = xllamacpp.CommonParams()
-    params.model.path = str(MODELS / f"{name}.gguf")
-    params.n_ctx = 2048
-    params.verbosity = -1
-    params.port = port
-    params.hostnames = ["127.0.0.1"]
-    server = xllamacpp.Server(params)
-    yield f"{server.listening_address}/v1"
-    del server
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OPENAI_API_KEY", KEY)
+        server = serve_gguf(MODELS / f"{name}.gguf", "127.0.0.1", port, KEY, n_ctx=2048)
+        yield f"{server.listening_address}/v1"
+        del server
+
+
+@pytest.mark.slow
+def test_a_served_model_refuses_requests_without_its_key_and_a_taken_port(llama_server: str) -> None:
+    """The served endpoint is the user's alone: a request without the key is turned away; a second server on the
+    same port is a clear error, not a crash."""
+    assert httpx.get(f"{llama_server}/models").status_code == 401
+    assert httpx.get(f"{llama_server}/models", headers={"Authorization": f"Bearer {KEY}"}).status_code == 200
+    port = int(llama_server.rsplit(":", 1)[1].split("/")[0])
+    with pytest.raises(ConfigError, match="could not listen"):
+        serve_gguf(MODELS / f"{need_llm()}.gguf", "127.0.0.1", port, KEY, n_ctx=512)
+
+
+def test_models_serve_names_a_missing_model_file(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from babelrag.cli import app
+
+    missing = CliRunner().invoke(app, ["models", "serve", str(tmp_path / "nowhere.gguf")])
+    assert isinstance(missing.exception, ConfigError) and "nowhere.gguf not found" in str(missing.exception)
+    unprovisioned = CliRunner().invoke(app, ["models", "serve", "qwen2.5-coder-1.5b"],
+                                       env={"BABELRAG_MODELS": str(tmp_path)})
+    assert isinstance(unprovisioned.exception, ConfigError) and "not provisioned" in str(unprovisioned.exception)
 
 
 @pytest.mark.slow

@@ -1,6 +1,10 @@
-"""Local LLM provisioning: models list, models pull."""
+"""Local LLMs: models list, models pull, models serve."""
 from __future__ import annotations
 
+import os
+import secrets
+import time
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -38,3 +42,29 @@ def models_pull(
     for name in names:
         err.print(f"pulling {name} …")
         err.print(f"[green]ready:[/] {pull(name, force=force)}")
+
+
+@models_app.command("serve")
+def models_serve(
+    name: Annotated[str, typer.Argument(help="A catalog name (provisioned with `models pull`) or a GGUF file's path.")],
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8089,
+    host: Annotated[str, typer.Option(help="Address to listen on (default: this machine only).")] = "127.0.0.1",
+    slots: Annotated[int, typer.Option(min=1, max=64, help="Requests decoded together.")] = 1,
+) -> None:
+    """Serve a local model as an OpenAI-compatible endpoint (llama.cpp's own server) until interrupted: several
+    processes share one model, each with `--llm openai:NAME@URL` and the same $OPENAI_API_KEY."""
+    from babelrag.models.catalog import CATALOG, model_path
+    from babelrag.models.llm import serve_gguf
+
+    key = os.environ.get("OPENAI_API_KEY") or secrets.token_urlsafe(24)
+    path = model_path(name) if name in CATALOG else Path(name)
+    server = serve_gguf(path, host, port, key, slots)
+    url = f"{server.listening_address}/v1"
+    err.print(f"[green]serving[/] {path.name} at {url}: use --llm openai:{path.stem}@{url}")
+    if "OPENAI_API_KEY" not in os.environ:
+        err.print(f"requests need this key: export OPENAI_API_KEY={key}")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        err.print("stopped")

@@ -20,11 +20,12 @@ import httpx
 
 from babelrag import deadline, paths
 from babelrag.errors import ConfigError
-from babelrag.models.catalog import CATALOG, model_path
+from babelrag.models.catalog import CATALOG, model_path, verified
 from babelrag.models.llm_types import LLM, Completion, LLMError, Message, OnText
 from babelrag.registry import LLM_BACKENDS, shown
 
-__all__ = ["LLM", "Completion", "LLMError", "LocalLLM", "Message", "OpenAILLM", "build_llm", "register_llm"]
+__all__ = ["LLM", "Completion", "LLMError", "LocalLLM", "Message", "OpenAILLM", "build_llm", "register_llm",
+           "serve_gguf"]
 
 def _delta(chunk: dict[str, Any]) -> str:
     choices = chunk.get("choices") or [{}]
@@ -58,6 +59,43 @@ def _positive_env(name: str, default: int) -> int:
     return value
 
 
+def _server_params(path: Path, n_ctx: int, slots: int, threads: int | None, key: str) -> Any:
+    """llama.cpp's settings for one GGUF file: ``slots`` sequences decoded together, each with ``n_ctx``."""
+    import xllamacpp
+
+    params = xllamacpp.CommonParams()
+    params.model.path = str(path)
+    params.n_ctx = n_ctx * slots  # llama.cpp splits the context between the slots
+    params.n_parallel = slots
+    params.api_keys = [key]
+    params.verbosity = -1
+    params.warmup = False
+    threads = threads or paths.threads()
+    if threads:
+        params.cpuparams.n_threads = params.cpuparams_batch.n_threads = threads
+    return params
+
+
+def serve_gguf(path: Path, host: str, port: int, key: str, slots: int = 1, n_ctx: int = 8192) -> Any:
+    """llama.cpp's own OpenAI-compatible HTTP server for a GGUF file (its sha256 checked as for ``LocalLLM``),
+    on ``host:port``, answering requests that carry ``key``: one model several processes share (a benchmark
+    beside ``tune``), and a real endpoint for babelrag's endpoint backend (``openai:MODEL@URL``). It serves
+    while the returned object lives."""
+    try:
+        import xllamacpp
+    except ImportError as error:
+        raise ConfigError("models serve: needs `pip install babelrag[llm]` (xllamacpp)") from error
+    if not path.is_file():
+        raise ConfigError(f"llm: model file {path} not found (provision one with `babelrag models pull`)")
+    verified(path)
+    params = _server_params(path, n_ctx, slots, None, key)
+    params.hostnames, params.port = [host], port
+    try:
+        return xllamacpp.Server(params)
+    except RuntimeError as error:
+        raise ConfigError(f"models serve: could not listen on {host}:{port} (in use, or not this machine's)") from error
+
+
 class LocalLLM:
     """A GGUF file run in-process by llama.cpp (xllamacpp). One server per file, shared by threads.
 
@@ -74,26 +112,15 @@ class LocalLLM:
         self.path = Path(path)
         if not self.path.is_file():
             raise ConfigError(f"llm: model file {self.path} not found (provision one with `babelrag models pull`)")
-        from babelrag.models.catalog import verified
-
         # the file's hash names the model: a file replaced under the same name never meets its old cached answers
         self.name = f"{self.path.stem}@{verified(self.path)[:12]}"
-        params = xllamacpp.CommonParams()
-        params.model.path = str(self.path)
         self.slots = slots or _positive_env("BABELRAG_LLM_SLOTS", 1)
         # measured: with llama.cpp's prompt-prefix reuse the same request can be answered differently
         # depending on what the slot held before (3 of 3 passage translations on the shipped data), which
         # breaks the completion cache's promise and run-to-run comparisons; opt in where speed matters more
         self.prefix_reuse = os.environ.get("BABELRAG_LLM_PREFIX_REUSE", "0") == "1"
-        params.n_ctx = n_ctx * self.slots  # llama.cpp splits the context between the slots
-        params.n_parallel = self.slots
-        params.api_keys = [secrets.token_urlsafe(32)]
-        params.verbosity = -1
-        params.warmup = False
-        threads = threads or paths.threads()
-        if threads:
-            params.cpuparams.n_threads = params.cpuparams_batch.n_threads = threads
-        self._server = xllamacpp.Server(params)
+        self._server = xllamacpp.Server(_server_params(self.path, n_ctx, self.slots, threads,
+                                                       secrets.token_urlsafe(32)))
 
     def complete(self, messages: list[Message], json_schema: dict[str, Any] | None = None, max_tokens: int = 256,
                  temperature: float = 0.0, seed: int = 0) -> Completion:
