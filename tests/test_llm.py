@@ -197,22 +197,35 @@ def llama_server():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("OPENAI_API_KEY", KEY)
-        server = serve_gguf(MODELS / f"{name}.gguf", "127.0.0.1", port, KEY, n_ctx=2048)
-        yield f"{server.listening_address}/v1"
-        del server
+    server = serve_gguf(MODELS / f"{name}.gguf", "127.0.0.1", port, KEY, n_ctx=2048)
+    yield f"{server.listening_address}/v1"
+    del server
 
 
 @pytest.mark.slow
 def test_a_served_model_refuses_requests_without_its_key_and_a_taken_port(llama_server: str) -> None:
     """The served endpoint is the user's alone: a request without the key is turned away; a second server on the
     same port is a clear error, not a crash."""
-    assert httpx.get(f"{llama_server}/models").status_code == 401
-    assert httpx.get(f"{llama_server}/models", headers={"Authorization": f"Bearer {KEY}"}).status_code == 200
+    ask = {"messages": [{"role": "user", "content": "Say yes."}], "max_tokens": 2}
+    assert httpx.post(f"{llama_server}/chat/completions", json=ask).status_code == 401
+    assert httpx.post(f"{llama_server}/chat/completions", json=ask,
+                      headers={"Authorization": f"Bearer {KEY}"}).status_code == 200
     port = int(llama_server.rsplit(":", 1)[1].split("/")[0])
-    with pytest.raises(ConfigError, match="could not listen"):
+    with pytest.raises(ConfigError, match=f"cannot listen on 127.0.0.1:{port} \\(Address already in use\\)"):
         serve_gguf(MODELS / f"{need_llm()}.gguf", "127.0.0.1", port, KEY, n_ctx=512)
+
+
+def test_serve_refuses_what_llama_cpp_cannot_load(tmp_path: Path) -> None:
+    pytest.importorskip("xllamacpp")
+    fake = tmp_path / "notes.gguf"
+    fake.write_bytes(b"not a model")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(ConfigError, match="could not start notes.gguf"):
+        serve_gguf(fake, "127.0.0.1", port, KEY)
+    with pytest.raises(ConfigError, match="slots between 1 and 64"):
+        serve_gguf(fake, "127.0.0.1", port, KEY, slots=0)
 
 
 def test_models_serve_names_a_missing_model_file(tmp_path: Path) -> None:
@@ -228,7 +241,8 @@ def test_models_serve_names_a_missing_model_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_openai_backend_over_loopback(llama_server: str) -> None:
+def test_openai_backend_over_loopback(llama_server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
     llm = build_llm(f"openai:qwen@{llama_server}")
     reply = llm.complete([{"role": "user", "content": "Say yes."}], max_tokens=5)
     assert reply.text.strip() and reply.completion_tokens > 0 and reply.seconds > 0
@@ -372,9 +386,8 @@ def test_an_answer_finished_as_the_deadline_passes_is_whole() -> None:
 
 
 @pytest.mark.slow
-def test_backends_stop_generating_when_asked(llama_server: str) -> None:
-    import httpx
-
+def test_backends_stop_generating_when_asked(llama_server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
     prompt = [{"role": "user", "content": "Count from 1 to 200, separated by commas."}]
     local = build_llm(need_llm())
     for llm in (local, build_llm(f"openai:qwen@{llama_server}")):  # through the cache and deadline layers

@@ -49,20 +49,26 @@ def models_serve(
     name: Annotated[str, typer.Argument(help="A catalog name (provisioned with `models pull`) or a GGUF file's path.")],
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8089,
     host: Annotated[str, typer.Option(help="Address to listen on (default: this machine only).")] = "127.0.0.1",
-    slots: Annotated[int, typer.Option(min=1, max=64, help="Requests decoded together.")] = 1,
+    slots: Annotated[int, typer.Option(min=1, max=16, help="Requests decoded together (each 8,192 tokens of context).")]
+    = 1,
 ) -> None:
     """Serve a local model as an OpenAI-compatible endpoint (llama.cpp's own server) until interrupted: several
-    processes share one model, each with `--llm openai:NAME@URL` and the same $OPENAI_API_KEY."""
-    from babelrag.models.catalog import CATALOG, model_path
+    processes share one model, each with `--llm openai:NAME@URL`. Requests must carry the key
+    $BABELRAG_SERVE_KEY (a fresh one is made and shown when unset); clients send it as $OPENAI_API_KEY."""
+    from babelrag.models.catalog import CATALOG, model_path, verified
     from babelrag.models.llm import serve_gguf
 
-    key = os.environ.get("OPENAI_API_KEY") or secrets.token_urlsafe(24)
+    key = os.environ.get("BABELRAG_SERVE_KEY") or secrets.token_urlsafe(24)
     path = model_path(name) if name in CATALOG else Path(name)
     server = serve_gguf(path, host, port, key, slots)
     url = f"{server.listening_address}/v1"
-    err.print(f"[green]serving[/] {path.name} at {url}: use --llm openai:{path.stem}@{url}")
-    if "OPENAI_API_KEY" not in os.environ:
+    # the file's hash in the name: a client's completion cache never serves a replaced file's answers
+    err.print(f"[green]serving[/] {path.name} at {url}: use --llm openai:{path.stem}-{verified(path)[:12]}@{url} "
+              f"and BABELRAG_LLM_CONCURRENCY={slots}")
+    if not os.environ.get("BABELRAG_SERVE_KEY"):
         err.print(f"requests need this key: export OPENAI_API_KEY={key}")
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        err.print("[yellow]warning:[/] plain HTTP: the key and every question travel unencrypted on the network")
     try:
         while True:
             time.sleep(3600)

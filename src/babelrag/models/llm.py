@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import socket
 import threading
 import time
 from functools import cache, partial
@@ -76,24 +77,42 @@ def _server_params(path: Path, n_ctx: int, slots: int, threads: int | None, key:
     return params
 
 
-def serve_gguf(path: Path, host: str, port: int, key: str, slots: int = 1, n_ctx: int = 8192) -> Any:
-    """llama.cpp's own OpenAI-compatible HTTP server for a GGUF file (its sha256 checked as for ``LocalLLM``),
-    on ``host:port``, answering requests that carry ``key``: one model several processes share (a benchmark
-    beside ``tune``), and a real endpoint for babelrag's endpoint backend (``openai:MODEL@URL``). It serves
-    while the returned object lives."""
+def _prefix_reuse() -> bool:
+    """Whether llama.cpp may answer from a slot's reused prompt prefix (``$BABELRAG_LLM_PREFIX_REUSE=1``). Off by
+    default: measured, the same request was then answered differently depending on what the slot held before (3 of
+    3 passage translations on the shipped data), which breaks the completion cache's promise and run-to-run
+    comparisons; opt in where speed matters more."""
+    return os.environ.get("BABELRAG_LLM_PREFIX_REUSE", "0") == "1"
+
+
+def serve_gguf(path: Path | str, host: str, port: int, key: str, slots: int = 1, n_ctx: int = 8192) -> Any:
+    """llama.cpp's own OpenAI-compatible HTTP server for a GGUF file (a catalog model's sha256 checked as for
+    ``LocalLLM``), on ``host:port``, answering only requests that carry ``key``, with prompt-prefix reuse as the
+    in-process backend has it (``_prefix_reuse``): one model several processes share (a benchmark beside
+    ``tune``), and a real endpoint for babelrag's endpoint backend (``openai:MODEL@URL``). It serves while the
+    returned ``xllamacpp.Server`` lives."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"llm: model file {path} not found (provision one with `babelrag models pull`)")
+    if not 1 <= slots <= 64 or not 1 <= port <= 65535:
+        raise ConfigError("models serve: slots between 1 and 64, a port between 1 and 65535")
     try:
         import xllamacpp
     except ImportError as error:
         raise ConfigError("models serve: needs `pip install babelrag[llm]` (xllamacpp)") from error
-    if not path.is_file():
-        raise ConfigError(f"llm: model file {path} not found (provision one with `babelrag models pull`)")
     verified(path)
+    try:  # llama.cpp says only that it failed: find out first whether the address is the reason
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.bind((host, port))
+    except OSError as error:
+        raise ConfigError(f"models serve: cannot listen on {host}:{port} ({error.strerror or 'refused'})") from None
     params = _server_params(path, n_ctx, slots, None, key)
-    params.hostnames, params.port = [host], port
+    params.hostnames, params.port, params.cache_prompt = [host], port, _prefix_reuse()
     try:
         return xllamacpp.Server(params)
     except RuntimeError as error:
-        raise ConfigError(f"models serve: could not listen on {host}:{port} (in use, or not this machine's)") from error
+        raise ConfigError(f"models serve: llama.cpp could not start {path.name} (not a GGUF model it reads, or "
+                          f"too large for this machine's memory)") from error
 
 
 class LocalLLM:
@@ -115,10 +134,7 @@ class LocalLLM:
         # the file's hash names the model: a file replaced under the same name never meets its old cached answers
         self.name = f"{self.path.stem}@{verified(self.path)[:12]}"
         self.slots = slots or _positive_env("BABELRAG_LLM_SLOTS", 1)
-        # measured: with llama.cpp's prompt-prefix reuse the same request can be answered differently
-        # depending on what the slot held before (3 of 3 passage translations on the shipped data), which
-        # breaks the completion cache's promise and run-to-run comparisons; opt in where speed matters more
-        self.prefix_reuse = os.environ.get("BABELRAG_LLM_PREFIX_REUSE", "0") == "1"
+        self.prefix_reuse = _prefix_reuse()
         self._server = xllamacpp.Server(_server_params(self.path, n_ctx, self.slots, threads,
                                                        secrets.token_urlsafe(32)))
 
