@@ -103,6 +103,8 @@ def serve_gguf(path: Path | str, host: str, port: int, key: str, slots: int = 1,
     verified(path)
     try:  # llama.cpp says only that it failed: find out first whether the address is the reason
         with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            # as llama.cpp binds: a listener refuses, a closed connection still waiting out its time does not
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             probe.bind((host, port))
     except OSError as error:
         raise ConfigError(f"models serve: cannot listen on {host}:{port} ({error.strerror or 'refused'})") from None
