@@ -213,6 +213,22 @@ def test_shrinkage_pulls_small_cells_toward_their_kb() -> None:
     assert abs(shrunk["SE|en"] - 0.5) < 0.02
 
 
+def test_a_question_asked_in_several_languages_is_one_question_of_evidence() -> None:
+    def asked(country: str, langs: tuple[str, ...], count: int, objective: float) -> list[DevRow]:
+        return [DevRow(f"{country}{i}:{lang}", country, lang, objective, 0.0,
+                       {"id": f"{country}{i}:{lang}", "tags": {"qid": f"{country}{i}"},
+                        "evidence": [{"doc_id": "g", "score": 0.9}], "gold_pages": ["g"]})
+                for i in range(count) for lang in langs]
+    # SE: 4 questions, each asked in three languages (12 rows); PL: 40 questions in one
+    members = asked("SE", ("sv", "en", "de"), 4, 1.0) + asked("PL", ("pl",), 40, 0.0)
+    shrunk = shrunk_objectives(members, prior=10.0)
+    # 4 questions against a prior of 10: (4·1 + 10·12/52)/14 = 0.45 (counting rows would give 0.65)
+    assert shrunk["SE"] == pytest.approx((4 + 10 * 12 / 52) / 14)
+    global_rule, kbs, cells = choose({"as_written": members}, {"as_written": 0.0}, 0.0, cell_min=10)
+    assert global_rule.n_dev == 44 and kbs["PL"].n_dev == 40
+    assert "SE" not in kbs  # 4 questions carry no rule of their own, however many languages ask them
+
+
 def test_thresholds_hold_the_budget_for_new_questions_and_per_cell() -> None:
     def dev(cell: str, gold_scores: list[float]) -> list[DevRow]:
         country, lang = cell.split("|")

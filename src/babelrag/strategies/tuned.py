@@ -56,7 +56,7 @@ class CellRule(BaseModel):
     threshold: float | None = None
     k: int | None = Field(None, ge=1)
     source: Literal["cell", "kb", "global"] = "cell"
-    n_dev: int = 0
+    n_dev: int = 0  # the dev questions behind it (a question and its translations once)
     measured: dict[str, float] = Field(default_factory=dict)  # the (shrunk) dev objective of each option
 
 

@@ -4,8 +4,10 @@ A cell (country × question language) with few dev questions would pick whatever
 choice is made on shrunk means: a cell's mean is pulled toward its KB's (country's) with the
 weight of ``prior`` questions, and a KB's toward the global mean the same way. Only cells with at
 least ``cell_min`` dev questions get a rule of their own; the others use their KB's rule (or the
-global one). Options whose measured LLM calls per question exceed the budget are never chosen, and
-ties go to the cheaper option — so a cell where translation does not measurably help makes no call.
+global one). Questions are counted as ``clusters.py`` counts them: a KB asked the same question in
+three languages has one question's evidence there, not three (its rows are averaged, then weighed as
+one question against the prior). Options whose measured LLM calls per question exceed the budget are
+never chosen, and ties go to the cheaper option — so a cell where translation does not measurably help makes no call.
 Options are compared on the same questions: when some were measured on a sample only (they call a
 model), every option's objective is taken on the questions all of them answered.
 
@@ -26,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from babelrag.evaluate.calibrate import calibrate_threshold, written
+from babelrag.evaluate.clusters import cluster_key
 from babelrag.strategies.tuned import ANY, OPTIONS, CellRule
 
 GLOBAL = "global"
@@ -50,9 +53,20 @@ class DevRow:
     def cell(self) -> str:
         return f"{self.kb}|{self.lang}"
 
+    @property
+    def sample(self) -> str:
+        """The question this row is a version of (its translations share it): what the evidence counts."""
+        return cluster_key(self.row, default=self.question)
 
-def _shrink(total: float, n: int, parent: float, prior: float) -> float:
-    return (total + prior * parent) / (n + prior)
+
+def questions(rows: Sequence[DevRow]) -> int:
+    return len({r.sample for r in rows})
+
+
+def _shrink(rows: Sequence[DevRow], parent: float, prior: float) -> float:
+    """The rows' mean pulled toward ``parent``, the rows weighing as many questions as they ask."""
+    n = questions(rows)
+    return (n * float(np.mean([r.objective for r in rows])) + prior * parent) / (n + prior)
 
 
 def shrunk_objectives(rows: Sequence[DevRow], prior: float) -> dict[str, float]:
@@ -62,12 +76,12 @@ def shrunk_objectives(rows: Sequence[DevRow], prior: float) -> dict[str, float]:
     for r in rows:
         by_kb[r.kb].append(r)
     for kb, members in by_kb.items():
-        out[kb] = _shrink(sum(m.objective for m in members), len(members), out[GLOBAL], prior)
+        out[kb] = _shrink(members, out[GLOBAL], prior)
         by_cell: dict[str, list[DevRow]] = defaultdict(list)
         for m in members:
             by_cell[m.cell].append(m)
         for cell, cell_rows in by_cell.items():
-            out[cell] = _shrink(sum(m.objective for m in cell_rows), len(cell_rows), out[kb], prior)
+            out[cell] = _shrink(cell_rows, out[kb], prior)
     return out
 
 
@@ -109,11 +123,12 @@ def choose(results: Mapping[str, Sequence[DevRow]], costs: Mapping[str, float], 
         return chosen
 
     reference = paired[allowed[0]]
-    counts_kb = defaultdict(int)
-    counts_cell = defaultdict(int)
+    asked_kb, asked_cell = defaultdict(set), defaultdict(set)  # the questions each scope asks
     for r in reference:
-        counts_kb[r.kb] += 1
-        counts_cell[r.cell] += 1
+        asked_kb[r.kb].add(r.sample)
+        asked_cell[r.cell].add(r.sample)
+    counts_kb = {kb: len(asked) for kb, asked in asked_kb.items()}
+    counts_cell = {cell: len(asked) for cell, asked in asked_cell.items()}
 
     def rule(scope: str, option: str, source: str, n: int, parent_tau: float | None) -> CellRule:
         members = [r for r in results[option] if scope == GLOBAL or r.kb == scope or r.cell == scope]
@@ -125,7 +140,7 @@ def choose(results: Mapping[str, Sequence[DevRow]], costs: Mapping[str, float], 
         return CellRule(option=option, threshold=tau, source=source, n_dev=n,
                         measured={o: round(shrunk[o].get(scope, float("nan")), 4) for o in allowed})
 
-    global_rule = rule(GLOBAL, best(GLOBAL), "global", len(reference), None)
+    global_rule = rule(GLOBAL, best(GLOBAL), "global", questions(reference), None)
     kbs = {kb: rule(kb, best(kb), "kb", n, global_rule.threshold)
            for kb, n in sorted(counts_kb.items()) if n >= cell_min}
     cells = {}

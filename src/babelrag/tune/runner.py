@@ -26,6 +26,7 @@ import yaml
 
 from babelrag.config import preset_config
 from babelrag.errors import ConfigError, InputError
+from babelrag.evaluate.clusters import cluster_keys
 from babelrag.evaluate.golden import GoldenQuestion, sample_per_cell
 from babelrag.evaluate.runs import question_row
 from babelrag.kb import KnowledgeBase
@@ -39,7 +40,9 @@ from babelrag.tune.fitting import VARIANTS, fit_selected
 from babelrag.tune.training import collect
 
 Objective = Literal["mrr", "recall@10"]
-FULL_MODEL_QUESTIONS = 30  # dev questions the every-feature relevance model needs to be a candidate
+# dev rows (question versions: each language's features are its own training rows) the every-feature relevance
+# model needs to be a candidate
+FULL_MODEL_QUESTIONS = 30
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,8 @@ class TuneResult:
     profile: Profile
     model: RelevanceModel
     fit: dict[str, Any]
-    dev: int
+    dev: int  # rows: each language version of a question
+    questions: int  # the questions behind them (a question and its translations once)
     options: dict[str, dict[str, float]] = field(default_factory=dict)  # option → dev objective, LLM calls
 
 
@@ -134,18 +138,20 @@ def tune(kb: KnowledgeBase, golden: Sequence[GoldenQuestion], options: TuneOptio
     """Fits, measures and chooses; stores the model and profile with the KB at the very end (the KB is
     not touched before: measuring reads profiles from a scratch folder)."""
     dev = dev_split(questions_for(kb, golden), options.dev_share)
-    if len(dev) < options.min_dev:
-        raise TooFewQuestions(f"tune: {len(dev)} dev questions for '{kb.name}'; tuning needs at least "
-                              f"{options.min_dev} (and {FULL_MODEL_QUESTIONS} to fit every feature of the relevance "
-                              f"model): tag more questions split=dev")
+    asked = len(set(cluster_keys([q.model_dump() for q in dev])))  # a question and its translations once
+    if asked < options.min_dev:
+        raise TooFewQuestions(f"tune: {asked} dev questions for '{kb.name}'; tuning needs at least "
+                              f"{options.min_dev} (a question and its translations count once; and {FULL_MODEL_QUESTIONS} "
+                              f"question versions to fit every feature of the relevance model): tag more questions "
+                              f"split=dev")
     candidates = collect(kb, dev, preset_config("+country"), golden=dev)
     shares = kb.manifest.languages.all
     targets = {f"{country}|{lang}": langs for (country, lang), langs in candidates.best_paths(3, shares).items()
                if len(langs) > 1}  # one path measured says nothing about which translations to add
     if options.fit_model:
         model, fitted = fit_selected(candidates, {"name": f"{kb.name}-tuned", "embedder": kb.embedder.fingerprint(),
-                                                  "trained_on": f"{len(dev)} dev questions of {kb.name}",
-                                                  "questions": len(dev)}, default_model(), FULL_MODEL_QUESTIONS,
+                                                  "trained_on": f"{len(dev)} dev rows ({asked} questions) of {kb.name}",
+                                                  "questions": asked}, default_model(), FULL_MODEL_QUESTIONS,
                                      texts=[q.question for q in dev])
     else:
         model, fitted = model_for(kb.manifest.profile), {"variant": "kept"}
@@ -182,7 +188,7 @@ def tune(kb: KnowledgeBase, golden: Sequence[GoldenQuestion], options: TuneOptio
             "profile": profile.model_dump(mode="json"), "relevance": describe(model, ("variant",))}))
     measured = {o: {options.objective: sum(r.objective for r in rows) / len(rows), "llm_calls": costs[o]}
                 for o, rows in results.items()}
-    return TuneResult(profile, model, fitted, len(dev), measured)
+    return TuneResult(profile, model, fitted, len(dev), asked, measured)
 
 
 def write_profile(profile: Profile, path: Path) -> None:
@@ -195,7 +201,7 @@ def summary_lines(result: TuneResult) -> list[str]:
     profile = result.profile
     lines = [f"# tuned profile: {profile.kb}", "",
              f"Relevance model: {result.fit.get('variant')} (cross-validated MRR on dev: "
-             f"{result.fit.get('cv_mrr', '–')}), fitted on {result.dev} dev questions.", "",
+             f"{result.fit.get('cv_mrr', '–')}), fitted on {result.dev} dev rows ({result.questions} questions).", "",
              f"Options measured on dev ({profile.objective}, LLM calls per question): " +
              ", ".join(f"{o} {m[profile.objective]:.3f} / {m['llm_calls']:.2f}" for o, m in result.options.items()), "",
              "| rule | option | τ | k | dev questions | from |", "|---|---|---|---|---|---|"]
