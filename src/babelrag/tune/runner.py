@@ -141,9 +141,9 @@ def tune(kb: KnowledgeBase, golden: Sequence[GoldenQuestion], options: TuneOptio
     asked = len(set(cluster_keys([q.model_dump() for q in dev])))  # a question and its translations once
     if asked < options.min_dev:
         raise TooFewQuestions(f"tune: {asked} dev questions for '{kb.name}'; tuning needs at least "
-                              f"{options.min_dev} (a question and its translations count once; and {FULL_MODEL_QUESTIONS} "
-                              f"question versions to fit every feature of the relevance model): tag more questions "
-                              f"split=dev")
+                              f"{options.min_dev} (a question and its translations count once; and "
+                              f"{FULL_MODEL_QUESTIONS} question versions to fit every feature of the relevance "
+                              f"model): tag more questions split=dev")
     candidates = collect(kb, dev, preset_config("+country"), golden=dev)
     shares = kb.manifest.languages.all
     targets = {f"{country}|{lang}": langs for (country, lang), langs in candidates.best_paths(3, shares).items()
