@@ -42,7 +42,8 @@ import numpy as np  # noqa: E402
 from common import XQUAD, bench_store, console, ensure_pooled_xquad, need_data, percentile, table  # noqa: E402
 
 from babelrag.experiments.squad import load_squad_folder  # noqa: E402
-from babelrag.config import preset_config  # noqa: E402
+from babelrag.config import parse_overrides, preset_config  # noqa: E402
+from babelrag.errors import ConfigError  # noqa: E402
 from babelrag.kb import KnowledgeBase, embedder_for  # noqa: E402
 from babelrag.lang import analyzers  # noqa: E402
 from babelrag.retrieve import bm25  # noqa: E402
@@ -95,12 +96,12 @@ def build_synthetic(store: str, size: int = 100_000) -> None:
                   f"peak RSS of the building process {peak_rss_mb():.0f} MB")
 
 
-def measure(store: str, kb_name: str, questions: list, label: str, passages: str) -> None:
+def measure(store: str, kb_name: str, questions: list, label: str, passages: str, overrides: dict) -> None:
     times: dict[str, list[float]] = defaultdict(list)
     vectors = []
     with KnowledgeBase.open(kb_name, store) as kb:
         size, dim = kb.collection.count(), kb.embedder.dim
-        searchers = {mode: Searcher(kb, preset_config(preset, {"country_filter": False}))
+        searchers = {mode: Searcher(kb, preset_config(preset, {"country_filter": False, **overrides}))
                      for mode, preset in MODES.items()}
         for n, q in enumerate([*questions[:10], *questions]):  # the first 10 warm up, unrecorded
             if passages == "warm":  # every mode's hits of this question decoded, untimed, before any is timed
@@ -138,13 +139,13 @@ def measure(store: str, kb_name: str, questions: list, label: str, passages: str
           ["", "p50 ms", "p95 ms", "p50 / (embed + 5 ms)", "p50 / dense floor"], rows)
 
 
-def own_work(store: str, kb_name: str, questions: list, label: str, rounds: int) -> None:
+def own_work(store: str, kb_name: str, questions: list, label: str, rounds: int, overrides: dict) -> None:
     """Median step times per mode (the trace's), the query embedded and the passages decoded beforehand: the
     work a mode adds to the embedding, apart from how slowly it runs right after one."""
     rows = []
     with KnowledgeBase.open(kb_name, store) as kb:
         for mode, preset in MODES.items():
-            searcher = Searcher(kb, preset_config(preset, {"country_filter": False}))
+            searcher = Searcher(kb, preset_config(preset, {"country_filter": False, **overrides}))
             for q in questions:  # untimed: vectors embedded, passages decoded
                 searcher.search(Question(q.text, lang=q.lang))
             steps: dict[str, list[float]] = defaultdict(list)
@@ -210,10 +211,18 @@ def main() -> None:
                         help="each mode's own work in instructions, under callgrind (default 40 questions × 2)")
     parser.add_argument("--modes", default="vector,hybrid (zscore),default (rerank: auto)",
                         help=f"modes --instructions counts, comma-separated, of: {', '.join(MODES)}")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config field for every mode, timed or --steps (e.g. candidates=30); repeatable")
     parser.add_argument("--count", choices=list(MODES), help=argparse.SUPPRESS)
     parser.add_argument("--build-synthetic", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--measure", choices=["pooled", "synthetic"], help=argparse.SUPPRESS)
     args = parser.parse_args()
+    try:
+        overrides = parse_overrides(args.set)
+        for preset in MODES.values():
+            preset_config(preset, overrides)
+    except ConfigError as error:
+        raise SystemExit(f"--set: {error}") from None
     counting = args.instructions or args.count
     args.questions = args.questions or (40 if counting else 200)
     args.rounds = args.rounds or (2 if counting else 3)
@@ -243,16 +252,17 @@ def main() -> None:
         kb_name, label = (ensure_pooled_xquad(store), "pooled xquad-dev") if args.measure == "pooled" else \
             (SYNTHETIC, "synthetic 100k (HNSW)")
         if args.steps:
-            own_work(store, kb_name, questions, label, args.rounds)
+            own_work(store, kb_name, questions, label, args.rounds, overrides)
         else:
-            measure(store, kb_name, questions, label, args.passages)
+            measure(store, kb_name, questions, label, args.passages, overrides)
     else:
         for index in (["pooled", "synthetic"] if args.index == "both" else [args.index]):
             if index == "synthetic" and not open_store(store).exists(SYNTHETIC):
                 subprocess.run([sys.executable, __file__, "--build-synthetic"], check=True)
             subprocess.run([sys.executable, __file__, "--measure", index, "--questions", str(args.questions),
                             "--passages", args.passages, "--langs", args.langs, "--rounds", str(args.rounds),
-                            *(["--steps"] if args.steps else [])], check=True)
+                            *(["--steps"] if args.steps else []), *(f"--set={pair}" for pair in args.set)],
+                           check=True)
 
 
 if __name__ == "__main__":
