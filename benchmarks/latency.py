@@ -223,6 +223,8 @@ def main() -> None:
             preset_config(preset, overrides)
     except ConfigError as error:
         raise SystemExit(f"--set: {error}") from None
+    if overrides and (args.instructions or args.count):
+        raise SystemExit("--set applies to timed runs and --steps; --instructions counts the presets as they are")
     counting = args.instructions or args.count
     args.questions = args.questions or (40 if counting else 200)
     args.rounds = args.rounds or (2 if counting else 3)

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 import sys
 import time
 from collections import defaultdict
@@ -45,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import DATA, bench_store, console, need_data, percentile, table  # noqa: E402
 
 from babelrag.config import preset_config  # noqa: E402
+from babelrag.errors import ConfigError  # noqa: E402
 from babelrag.experiments.squad import load_squad_folder  # noqa: E402
 from babelrag.evaluate.clusters import cluster_key  # noqa: E402
 from babelrag.evaluate.metrics import reciprocal_rank  # noqa: E402
@@ -112,15 +112,20 @@ def where_gold(row) -> str:
 
 def tuned(kb: KnowledgeBase, golden: list, folder: Path) -> Configs:
     """The ``tuned`` configuration: ``babelrag tune`` on the KB's dev questions, with its copies in place (see the
-    module's docstring), its profile written to ``folder`` and shown."""
+    module's docstring), its profile written to ``folder`` and shown; none when the KB has no dev question."""
     options = TuneOptions(store_with_kb=False)
     try:
-        result = tune(kb, golden, options)
-    except TooFewQuestions as error:  # as the bench does: the shipped model, and rules from what dev there is
-        console.print(f"{kb.name}: {error}; tuned with the shipped relevance model")
-        result = tune(kb, golden, replace(options, fit_model=False, min_dev=1))
+        try:
+            result = tune(kb, golden, options)
+        except TooFewQuestions as error:  # as the bench does: the shipped model, and rules from what dev there is
+            console.print(f"{kb.name}: {error}; tuned with the shipped relevance model")
+            result = tune(kb, golden, replace(options, fit_model=False, min_dev=1))
+    except ConfigError as error:  # no dev question at all (a small quick build): nothing to tune on
+        console.print(f"{kb.name}: not tuned ({error})")
+        return {}
+    folder.mkdir(parents=True, exist_ok=True)
     write_profile(result.profile, folder / f"{kb.name}.yaml")
-    console.print("\n".join(summary_lines(result)))
+    console.print("\n".join(summary_lines(result)) + f"\nprofile: {folder / f'{kb.name}.yaml'}")
     return {TUNED: ("tuned", {"profile": str(folder)})}
 
 
@@ -147,7 +152,7 @@ def report(index: str, rows: list, mrr: dict[str, list[float]], seconds: dict[st
     cells = []
     for lang in sorted({r.lang for r in rows}):
         chosen = [i for i, r in enumerate(rows) if r.lang == lang]
-        for variant in VARIANTS:
+        for variant in (v for v in VARIANTS if v in mrr):
             test = paired_test([mrr[BASE][i] for i in chosen], [mrr[variant][i] for i in chosen],
                                clusters=[clusters[i] for i in chosen])
             if test["clusters"] < MIN_PAIRS:  # too few questions to reach significance after correction: untested
@@ -187,16 +192,18 @@ def picture(cells: list[dict], path: Path) -> None:
 
     layouts = list(dict.fromkeys(c["layout"] for c in cells))
     figure, axes = plt.subplots(1, len(layouts), figsize=(7 * len(layouts), 4), squeeze=False)
-    width = 0.8 / (len(VARIANTS) + 1)
+    variants = [v for v in VARIANTS if any(c["variant"] == v for c in cells)]
+    width = 0.8 / (len(variants) + 1)
     for axis, layout in zip(axes[0], layouts):
         mine = [c for c in cells if c["layout"] == layout]
         langs = list(dict.fromkeys(c["lang"] for c in mine))
         x = np.arange(len(langs))
         base = {c["lang"]: c["base"] for c in mine}
         axis.bar(x - 0.4 + width / 2, [base[lang] for lang in langs], width, label=BASE)
-        for n, variant in enumerate(VARIANTS, start=1):
-            found = {c["lang"]: c for c in mine if c["variant"] == variant}
-            axis.bar(x - 0.4 + width / 2 + n * width, [found[lang]["with"] for lang in langs], width, label=variant)
+        for n, variant in enumerate(variants, start=1):
+            found = {c["lang"]: c["with"] for c in mine if c["variant"] == variant}
+            axis.bar(x - 0.4 + width / 2 + n * width, [found.get(lang, np.nan) for lang in langs], width,
+                     label=variant)
         axis.set_xticks(x, langs)
         axis.set_ylim(0, 1)
         axis.set_title(f"{layout}: MRR@10 per question language")
@@ -221,7 +228,7 @@ def main() -> None:
     ensure_indexes(data.indexes, store)
     translator = translator_for(args)
     cells: list[dict] = []
-    profiles = Path(tempfile.mkdtemp(prefix="pivot-copies-tuned-"))
+    profiles = args.out / "tuned-profiles" / ("quick" if args.quick else "full")
     paths: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {"passages": ([], []), "pivot_copies": ([], [])}
     for index in data.indexes:
         rows = [q for q in data.golden if q.index == index and q.tags.get("split") == REPORTED]

@@ -327,6 +327,11 @@ def test_tune_refuses_bad_golden_sets_clearly(tuned_kb: str, small_xquad: list[P
         few = [q for q in golden if q.tags["split"] == "dev"][:8]
         with pytest.raises(ConfigError, match="8 dev questions for 'xt'; tuning needs at least 10"):
             tune(kb, few)
+        dev_qids = list(dict.fromkeys(q.tags["qid"] for q in golden if q.tags["split"] == "dev"))[:4]
+        versions = [q for q in golden if q.tags["qid"] in dev_qids]  # 4 questions, each in every language
+        assert len(versions) >= 12
+        with pytest.raises(ConfigError, match="4 dev questions for 'xt'; tuning needs at least 10"):
+            tune(kb, versions)  # its translations are not more questions
         with pytest.raises(ConfigError, match="no question is tagged split=dev"):
             tune(kb, [q.model_copy(update={"tags": {}}) for q in golden])
 
@@ -349,7 +354,8 @@ def test_tune_fits_stores_and_serves_the_profile(tmp_path: Path, small_xquad: li
         assert set(result.options) == {"as_written"}  # no LLM budget: nothing that calls a model is tried
         stored = kb.manifest.profile
         if result.fit["variant"] != "shipped":
-            assert stored["model"]["meta"]["trained_on"] == f"{dev} dev questions of xt"
+            asked = len({q.tags["qid"] for q in golden if q.tags["split"] == "dev"})
+            assert stored["model"]["meta"]["trained_on"] == f"{dev} dev rows ({asked} questions) of xt"
         assert {key.split("|")[1] for key in stored["cells"]} <= set(XQUAD_LANGS)
         # every dev question it chose on is remembered, so eval keeps them out of its headline
         assert set(stored["tuned_on"]) == {question_hash(q.question) for q in golden if q.tags["split"] == "dev"}

@@ -224,6 +224,9 @@ def test_overrides_are_yaml_scalars_and_unknown_fields_fail() -> None:
         preset_config("nope")
     with pytest.raises(ConfigError, match="key=value"):
         parse_overrides(["oops"])
+    with pytest.raises(ConfigError, match="--set langs: the value is not a YAML") as refused:
+        parse_overrides(["langs=[sv, secret"])
+    assert "secret" not in str(refused.value)  # the value is not echoed
 
 
 def test_ladder_samples_share_their_questions() -> None:

@@ -152,7 +152,10 @@ def parse_overrides(pairs: Iterable[str]) -> dict[str, Any]:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"--set '{pair}': expected key=value")
-        nested: Any = yaml.safe_load(value) if value.strip() else None
+        try:
+            nested: Any = yaml.safe_load(value) if value.strip() else None
+        except yaml.YAMLError:
+            raise ConfigError(f"--set {key.strip()[:60]}: the value is not a YAML scalar or list") from None
         for part in reversed(key.strip().split(".")[1:]):
             nested = {part: nested}
         overrides = _merge(overrides, {key.strip().split(".")[0]: nested})

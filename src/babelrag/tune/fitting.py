@@ -145,7 +145,7 @@ def cross_validate(candidates: Candidates, variants: Mapping[str, tuple[str, ...
 def fit_selected(candidates: Candidates, meta: Mapping[str, Any], shipped: RelevanceModel, min_full: int = 30,
                  c: float = 1.0, texts: Sequence[str] = ()) -> tuple[RelevanceModel, dict]:
     """The model with the best cross-validated MRR — refitted ``hybrid`` (calibrated hybrid order),
-    refitted ``full`` (only with ``min_full`` dev questions or more: it has 20 weights) or the ``shipped``
+    refitted ``full`` (only with ``min_full`` dev question versions or more: it has 20 weights) or the ``shipped``
     model as it is, unless it was fitted on some of these questions (``texts``: scoring it on them
     would flatter it) — ties to the simplest."""
     questions = len(np.unique(candidates.question))

@@ -51,7 +51,7 @@ class TuneOptions:
     max_llm_calls: float = 0.0  # per question; 0: only options that call no model
     max_docs: int | None = None  # cap on passages passed (k)
     recall_loss: float = 0.005  # τ may cost at most this much Recall@k on new questions (bounded from dev)
-    min_dev: int = 10  # dev questions needed to tune at all (the full relevance model needs 30)
+    min_dev: int = 10  # dev questions needed to tune at all, translations once (the full model needs 30 versions)
     cell_min: int = 10  # dev questions a cell needs for a rule of its own
     prior: float = 10.0  # shrinkage weight, in questions
     llm: str | None = None
