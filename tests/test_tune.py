@@ -229,6 +229,24 @@ def test_a_question_asked_in_several_languages_is_one_question_of_evidence() -> 
     assert "SE" not in kbs  # 4 questions carry no rule of their own, however many languages ask them
 
 
+def test_a_cell_leaves_its_parents_option_only_for_a_gain_beyond_one_standard_error() -> None:
+    def dev(cell: str, objectives: list[float]) -> list[DevRow]:
+        country, lang = cell.split("|")
+        return [DevRow(f"{cell}:{i}", country, lang, value, 0.0,
+                       {"evidence": [{"doc_id": "g", "score": 0.9}], "gold_pages": ["g"]})
+                for i, value in enumerate(objectives)]
+    plain = dev("SE|sv", [0.45] * 40) + dev("SE|en", [0.45] * 40)
+    costs = {"as_written": 0.0, "as_written+pivot_copies:max": 0.0}
+    # in SE|en the copies gain 0.05 on average: by luck (+0.55 or −0.45 a question, one SE 0.08), or on every question
+    lucky = dev("SE|sv", [0.45] * 40) + dev("SE|en", [1.0, 0.0] * 20)
+    steady = dev("SE|sv", [0.45] * 40) + dev("SE|en", [0.5] * 40)
+    global_rule, kbs, cells = choose({"as_written": plain, "as_written+pivot_copies:max": lucky}, costs, 0.0)
+    assert shrunk_objectives(lucky, 10.0)["SE|en"] > shrunk_objectives(plain, 10.0)["SE|en"]  # the dev leader
+    assert (global_rule.option, kbs["SE"].option, cells["SE|en"].option) == ("as_written",) * 3
+    _, _, cells = choose({"as_written": plain, "as_written+pivot_copies:max": steady}, costs, 0.0)
+    assert cells["SE|en"].option == "as_written+pivot_copies:max"
+
+
 def test_thresholds_hold_the_budget_for_new_questions_and_per_cell() -> None:
     def dev(cell: str, gold_scores: list[float]) -> list[DevRow]:
         country, lang = cell.split("|")
