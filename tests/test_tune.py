@@ -297,6 +297,17 @@ def test_tuned_search_applies_the_cell_rule_and_records_it(tuned_kb: str, tmp_pa
         assert english.passed == 10
 
 
+def test_a_tuned_searchs_cell_searchers_share_its_relevance_model(tuned_kb: str, tmp_path: Path) -> None:
+    with KnowledgeBase.open("xt", tuned_kb) as kb:  # a profile with a model of its own: read once, not per cell
+        write_profile(profile_for(kb, model=default_model().to_dict()), tmp_path / "xt.yaml")
+        searcher = Searcher(kb, preset_config("tuned", {"profile": str(tmp_path)}))
+        for question in (Question("Wer hat den Super Bowl 50 gewonnen?", lang="de"), Question("Who won?", lang="en")):
+            searcher.search(question)
+        cells = list(searcher._by_config.values())
+    assert len(cells) == 2 and searcher.relevance is not default_model()
+    assert all(cell.relevance is searcher.relevance and cell.rerank == searcher.rerank for cell in cells)
+
+
 def test_questions_a_profile_was_tuned_on_stay_out_of_the_headline(tuned_kb: str, tmp_path: Path,
                                                                      small_xquad: list[Path]) -> None:
     from babelrag.evaluate.runs import run_config

@@ -36,8 +36,9 @@ def resolve_rerank(kb: KnowledgeBase, config: SearchConfig) -> tuple[str, Releva
     built by another embedder (a cosine from another model means something else); a configuration that
     needs one scale (a threshold, max-merged paths) is then refused rather than silently changed."""
     rerank = config.rerank
+    learned = ("auto", "learned", "learned:default")
+    profile = load_profile(kb, config.profile).model if config.profile and rerank in learned else None  # read once
     if rerank == "auto":
-        profile = load_profile(kb, config.profile).model if config.profile else None
         model = model_for(kb.manifest.profile, profile)
         if model.meta.get("embedder") == kb.embedder.fingerprint():
             # a model of this embedder written by a version with other features: said, never skipped
@@ -51,7 +52,6 @@ def resolve_rerank(kb: KnowledgeBase, config: SearchConfig) -> tuple[str, Releva
             return "none", None
     if rerank not in ("learned", "learned:default"):
         return rerank, None
-    profile = load_profile(kb, config.profile).model if config.profile else None
     relevance = default_model() if rerank == "learned:default" else model_for(kb.manifest.profile, profile)
     relevance.check(kb.embedder.fingerprint(), kb.name)
     return rerank, relevance
@@ -59,12 +59,13 @@ def resolve_rerank(kb: KnowledgeBase, config: SearchConfig) -> tuple[str, Releva
 
 class Searcher:
     def __init__(self, kb: KnowledgeBase, config: SearchConfig, cache: RetrievalCache | None = None,
-                 models: Models | None = None):
+                 models: Models | None = None, relevance: tuple[str, RelevanceModel] | None = None):
         """``models``: the LLMs and translator the strategies call (default: the configuration's, built on
-        first use)."""
+        first use); ``relevance``: the reranker and relevance model already resolved for this KB and
+        configuration (``resolve_rerank``), which a tuned search's per-cell searchers share with it."""
         self.kb, self.config, self.cache = kb, config, cache
         self.models = models or Models(config)
-        self.rerank, self.relevance = resolve_rerank(kb, config)
+        self.rerank, self.relevance = relevance or resolve_rerank(kb, config)
         self.reranker = build_reranker(self.rerank, kb.embedder, kb.query_vector, self.relevance)
         self.strategy = build_strategy(config.strategy, self.models)
         # asked once: a check against a runtime protocol walks its attributes (tens of µs on every search)
@@ -139,9 +140,12 @@ class Searcher:
             config, why = self.strategy.resolve(question, self.kb, self.config)
             record.update(why)
         key = config.model_dump_json()
+        # the cell's configuration reranks with the same model when it names the same reranker and profile
+        shared = (self.rerank, self.relevance) if self.relevance is not None and \
+            (config.rerank, config.profile) == (self.config.rerank, self.config.profile) else None
         with self._lock:
             if key not in self._by_config:
-                self._by_config[key] = Searcher(self.kb, config, self.cache, self.models)
+                self._by_config[key] = Searcher(self.kb, config, self.cache, self.models, shared)
             return self._by_config[key]
 
     def _evidence(self, question: Question, trace: Trace) -> Ranking:
