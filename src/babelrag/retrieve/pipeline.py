@@ -37,7 +37,7 @@ def resolve_rerank(kb: KnowledgeBase, config: SearchConfig) -> tuple[str, Releva
     needs one scale (a threshold, max-merged paths) is then refused rather than silently changed."""
     rerank = config.rerank
     learned = ("auto", "learned", "learned:default")
-    profile = load_profile(kb, config.profile).model if config.profile and rerank in learned else None  # read once
+    profile = load_profile(kb, config.profile).model if config.profile and rerank in learned else None  # read once here
     if rerank == "auto":
         model = model_for(kb.manifest.profile, profile)
         if model.meta.get("embedder") == kb.embedder.fingerprint():
@@ -57,6 +57,10 @@ def resolve_rerank(kb: KnowledgeBase, config: SearchConfig) -> tuple[str, Releva
     return rerank, relevance
 
 
+def _tuned_at(kb: KnowledgeBase) -> str | None:
+    return (kb.manifest.profile or {}).get("budget", {}).get("tuned_at")
+
+
 class Searcher:
     def __init__(self, kb: KnowledgeBase, config: SearchConfig, cache: RetrievalCache | None = None,
                  models: Models | None = None, relevance: tuple[str, RelevanceModel] | None = None):
@@ -66,6 +70,7 @@ class Searcher:
         self.kb, self.config, self.cache = kb, config, cache
         self.models = models or Models(config)
         self.rerank, self.relevance = relevance or resolve_rerank(kb, config)
+        self._tuned_at = _tuned_at(kb)  # the KB's stored profile the model was resolved with
         self.reranker = build_reranker(self.rerank, kb.embedder, kb.query_vector, self.relevance)
         self.strategy = build_strategy(config.strategy, self.models)
         # asked once: a check against a runtime protocol walks its attributes (tens of µs on every search)
@@ -140,9 +145,10 @@ class Searcher:
             config, why = self.strategy.resolve(question, self.kb, self.config)
             record.update(why)
         key = config.model_dump_json()
-        # the cell's configuration reranks with the same model when it names the same reranker and profile
-        shared = (self.rerank, self.relevance) if self.relevance is not None and \
-            (config.rerank, config.profile) == (self.config.rerank, self.config.profile) else None
+        # the cell's configuration reranks with the same model when it names the same reranker and profile, and
+        # the KB was not tuned again since that model was read
+        shared = (self.rerank, self.relevance) if self.relevance is not None and self._tuned_at == _tuned_at(self.kb) \
+            and (config.rerank, config.profile) == (self.config.rerank, self.config.profile) else None
         with self._lock:
             if key not in self._by_config:
                 self._by_config[key] = Searcher(self.kb, config, self.cache, self.models, shared)

@@ -8,9 +8,10 @@ global one). Questions are counted as ``clusters.py`` counts them: a KB asked th
 three languages has one question's evidence there, not three (its rows are averaged, then weighed as
 one question against the prior). Options whose measured LLM calls per question exceed the budget are
 never chosen, and ties go to the cheaper option — so a cell where translation does not measurably help makes no call.
-A scope leaves its parent's option (or, globally, the question as written) only for one that beats it by more than
-one standard error of the paired dev gain (the one-standard-error rule of model selection): a cell picks the best of
-several options on its own dev questions, and the best of several is flattered by their luck (measured: on a
+A scope takes the simplest option whose shrunk dev objective is within one standard error of the best (the
+one-standard-error rule of model selection; simplest: fewest LLM calls, then the parent scope's option, then the
+question as written): a cell picks the best of several options on its own dev questions, and the best of several
+is flattered by their luck (measured: on a
 scattered KB, the English cell's dev winner, the copies alone, gave 0.883 MRR on test against 0.916 for the option
 its parent chose). Options are compared on the same questions: when some were measured on a sample only (they call a
 model), every option's objective is taken on the questions all of them answered.
@@ -119,20 +120,24 @@ def choose(results: Mapping[str, Sequence[DevRow]], costs: Mapping[str, float], 
     objective = {o: {r.question: r.objective for r in paired[o]} for o in allowed}
 
     def margin(scope: str, leader: str, option: str) -> float:
-        """One standard error of the leader's mean dev gain over ``option`` in ``scope``, a question and its
-        translations one sample; none can be told from one question."""
+        """One standard error of the leader's shrunk dev gain over ``option`` in ``scope``: the paired gain's,
+        a question and its translations one sample, times the share of the shrunk mean its own ``n`` questions
+        make (n / (n + prior); the parent's part is held fixed); none can be told from one question."""
         rows = [r for r in reference if scope in (GLOBAL, r.kb, r.cell)]
         gains = cluster_means([objective[leader][r.question] - objective[option][r.question] for r in rows],
                               [r.sample for r in rows])
-        return float(np.std(gains, ddof=1) / np.sqrt(len(gains))) if len(gains) > 1 else float("inf")
+        if len(gains) < 2:
+            return float("inf")
+        own = 1.0 if scope == GLOBAL else len(gains) / (len(gains) + prior)
+        return own * float(np.std(gains, ddof=1) / np.sqrt(len(gains)))
 
     def best(scope: str, inherited: str | None) -> str:
-        """The option with the best shrunk objective (a costlier one only where the scope's own questions show a
-        gain over the cheapest: a cell where translation never helped pays for no call) — unless a simpler one
-        trails it by at most one standard error of the paired gain (the one-standard-error rule): then the
-        simplest such, cheaper first, then the parent scope's option (``inherited``), then the question as written."""
+        """The option with the best shrunk objective (any but the cheapest only where the scope's own questions
+        show a gain over it: a cell where translation never helped pays for no call) — unless a simpler one
+        trails it by at most one standard error of that gain (the one-standard-error rule): then the simplest
+        such, cheaper first, then the parent scope's option (``inherited``), then the question as written."""
         cheapest = order[0]
-        eligible = [o for o in order if costs[o] <= costs[cheapest] + 1e-9 or raw[o][scope] > raw[cheapest][scope]]
+        eligible = [cheapest] + [o for o in order[1:] if raw[o][scope] > raw[cheapest][scope]]
         leader = max(eligible, key=lambda o: shrunk[o][scope])  # the first best: ties go to the cheaper
         simplest_first = sorted(eligible, key=lambda o: (costs[o], o != inherited, o != "as_written"))
         return next(o for o in simplest_first
