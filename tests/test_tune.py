@@ -375,6 +375,20 @@ def test_tune_refuses_bad_golden_sets_clearly(tuned_kb: str, small_xquad: list[P
             tune(kb, [q.model_copy(update={"tags": {}}) for q in golden])
 
 
+def test_the_bench_gives_an_index_without_dev_questions_a_profile_tuned_on_nothing(
+        tuned_kb: str, small_xquad: list[Path], tmp_path: Path) -> None:
+    from babelrag.experiments.runner import fit_profiles
+
+    only_test = [q.model_copy(update={"tags": {**q.tags, "split": "test"}}) for q in golden_for(small_xquad, "xt")]
+    notes = fit_profiles(only_test, ["xt"], tuned_kb, tmp_path, {str(tmp_path / "no-llm")}, None, 1)
+    assert len(notes) == 1 and "no dev question in this sample" in notes[0]
+    with KnowledgeBase.open("xt", tuned_kb) as kb:  # a quick bench's pooled sample: its tuned steps still run
+        result = Searcher(kb, preset_config("tuned", {"profile": str(tmp_path / "no-llm")})).search(
+            Question("Wer hat den Super Bowl 50 gewonnen?", lang="de"))
+    resolve = next(s for s in result.trace.steps if s.stage == "resolve")
+    assert resolve.data["option"] == "as_written" and resolve.data["threshold"] is None and result.passed == 10
+
+
 @pytest.mark.slow
 def test_tune_fits_stores_and_serves_the_profile(tmp_path: Path, small_xquad: list[Path]) -> None:
     tuned_kb = str(tmp_path / "store")  # its own store: tuning writes the manifest other tests read

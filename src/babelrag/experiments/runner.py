@@ -117,7 +117,7 @@ def fit_profiles(golden: list[GoldenQuestion], indexes: list[str], store: str, f
     ``no-llm`` (options that call no model) and, when asked for, ``llm`` (≤ 1 call per question, the
     model-calling options measured on ``llm_per_cell`` dev questions per cell). Returns notes."""
     from babelrag.kb import KnowledgeBase
-    from babelrag.tune.runner import TooFewQuestions, TuneOptions, tune, write_profile
+    from babelrag.tune.runner import NoDevQuestions, TooFewQuestions, TuneOptions, tune, untuned_profile, write_profile
 
     notes = []
     for variant in ("no-llm", "llm"):
@@ -134,11 +134,15 @@ def fit_profiles(golden: list[GoldenQuestion], indexes: list[str], store: str, f
             options = TuneOptions(max_llm_calls=budget, llm=llm, store_with_kb=False, llm_per_cell=llm_per_cell)
             with KnowledgeBase.open(index, store) as kb:
                 try:
-                    result = tune(kb, golden, options)
+                    profile = tune(kb, golden, options).profile
                 except TooFewQuestions as error:  # the shipped model, and rules from what dev there is
                     notes.append(f"{index} ({variant}): {error}; tuned with the shipped relevance model instead")
-                    result = tune(kb, golden, replace(options, fit_model=False, min_dev=1))
-            write_profile(result.profile, target)
+                    profile = tune(kb, golden, replace(options, fit_model=False, min_dev=1)).profile
+                except NoDevQuestions:  # its tuned steps search it as the shipped default would
+                    notes.append(f"{index} ({variant}): no dev question in this sample; its tuned profile is tuned on "
+                                 f"nothing (the shipped model, the question as written)")
+                    profile = untuned_profile(kb)
+            write_profile(profile, target)
     return notes
 
 

@@ -89,11 +89,15 @@ def questions_for(kb: KnowledgeBase, golden: Sequence[GoldenQuestion]) -> list[G
     return mine
 
 
+class NoDevQuestions(ConfigError):
+    """The golden set holds no dev question for the KB (and no share to hash one was given)."""
+
+
 def dev_split(questions: Sequence[GoldenQuestion], dev_share: float | None) -> list[GoldenQuestion]:
     dev = [q for q in questions if q.tags.get("split") == "dev"]
     if dev or dev_share is None:
         if not dev:
-            raise ConfigError("tune: no question is tagged split=dev; tuning on the questions it is scored on would "
+            raise NoDevQuestions("tune: no question is tagged split=dev; tuning on the questions it is scored on would "
                               "be leakage. Tag a dev split in the golden set, or pass --dev-share 0.3 to hash one")
         return dev
     by_hash = [q for q in questions
@@ -189,6 +193,12 @@ def tune(kb: KnowledgeBase, golden: Sequence[GoldenQuestion], options: TuneOptio
     measured = {o: {options.objective: sum(r.objective for r in rows) / len(rows), "llm_calls": costs[o]}
                 for o, rows in results.items()}
     return TuneResult(profile, model, fitted, len(dev), asked, measured)
+
+
+def untuned_profile(kb: KnowledgeBase) -> Profile:
+    """A profile tuned on nothing — the shipped model, the question as written everywhere, no τ — for where one is
+    required and the KB has no dev question (a benchmark sample can lack them)."""
+    return _profile(kb, default_model(), "as_written", {})
 
 
 def write_profile(profile: Profile, path: Path) -> None:
