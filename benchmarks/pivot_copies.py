@@ -35,7 +35,6 @@ import os
 import sys
 import time
 from collections import defaultdict
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +43,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import DATA, bench_store, console, need_data, percentile, table  # noqa: E402
 
 from babelrag.config import preset_config  # noqa: E402
-from babelrag.errors import ConfigError  # noqa: E402
 from babelrag.experiments.squad import load_squad_folder  # noqa: E402
 from babelrag.evaluate.clusters import cluster_key  # noqa: E402
 from babelrag.evaluate.metrics import reciprocal_rank  # noqa: E402
@@ -57,7 +55,7 @@ from babelrag.models.translate import Translation, Translator  # noqa: E402
 from babelrag.relevance.features import FEATURES, PIVOT_COPY  # noqa: E402
 from babelrag.retrieve.pipeline import Searcher, resolve_rerank  # noqa: E402
 from babelrag.tune.fitting import reliability, scores_by_question  # noqa: E402
-from babelrag.tune.runner import TooFewQuestions, TuneOptions, summary_lines, tune, write_profile  # noqa: E402
+from babelrag.tune.runner import TuneOptions, summary_lines, tune_or_fall_back, write_profile  # noqa: E402
 from babelrag.tune.training import collect  # noqa: E402
 
 CONFIGS = {"vector": ("vector", {}), "default": ("default", {}),
@@ -113,18 +111,13 @@ def where_gold(row) -> str:
 def tuned(kb: KnowledgeBase, golden: list, folder: Path) -> Configs:
     """The ``tuned`` configuration: ``babelrag tune`` on the KB's dev questions, with its copies in place (see the
     module's docstring), its profile written to ``folder`` and shown; none when the KB has no dev question."""
-    options = TuneOptions(store_with_kb=False)
-    try:
-        try:
-            result = tune(kb, golden, options)
-        except TooFewQuestions as error:  # as the bench does: the shipped model, and rules from what dev there is
-            console.print(f"{kb.name}: {error}; tuned with the shipped relevance model")
-            result = tune(kb, golden, replace(options, fit_model=False, min_dev=1))
-    except ConfigError as error:  # no dev question at all (a small quick build): nothing to tune on
-        console.print(f"{kb.name}: not tuned ({error})")
+    profile, result, fell_back = tune_or_fall_back(kb, golden, TuneOptions(store_with_kb=False))
+    if fell_back:
+        console.print(f"{kb.name}: {fell_back}")
+    if result is None:  # tuned on nothing: not a configuration of its own
         return {}
     folder.mkdir(parents=True, exist_ok=True)
-    write_profile(result.profile, folder / f"{kb.name}.yaml")
+    write_profile(profile, folder / f"{kb.name}.yaml")
     console.print("\n".join(summary_lines(result)) + f"\nprofile: {folder / f'{kb.name}.yaml'}")
     return {TUNED: ("tuned", {"profile": str(folder)})}
 

@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -117,7 +117,7 @@ def fit_profiles(golden: list[GoldenQuestion], indexes: list[str], store: str, f
     ``no-llm`` (options that call no model) and, when asked for, ``llm`` (≤ 1 call per question, the
     model-calling options measured on ``llm_per_cell`` dev questions per cell). Returns notes."""
     from babelrag.kb import KnowledgeBase
-    from babelrag.tune.runner import NoDevQuestions, TooFewQuestions, TuneOptions, tune, untuned_profile, write_profile
+    from babelrag.tune.runner import TuneOptions, tune_or_fall_back, write_profile
 
     notes = []
     for variant in ("no-llm", "llm"):
@@ -133,15 +133,9 @@ def fit_profiles(golden: list[GoldenQuestion], indexes: list[str], store: str, f
                 continue
             options = TuneOptions(max_llm_calls=budget, llm=llm, store_with_kb=False, llm_per_cell=llm_per_cell)
             with KnowledgeBase.open(index, store) as kb:
-                try:
-                    profile = tune(kb, golden, options).profile
-                except TooFewQuestions as error:  # the shipped model, and rules from what dev there is
-                    notes.append(f"{index} ({variant}): {error}; tuned with the shipped relevance model instead")
-                    profile = tune(kb, golden, replace(options, fit_model=False, min_dev=1)).profile
-                except NoDevQuestions:  # its tuned steps search it as the shipped default would
-                    notes.append(f"{index} ({variant}): no dev question in this sample; its tuned profile is tuned on "
-                                 f"nothing (the shipped model, the question as written)")
-                    profile = untuned_profile(kb)
+                profile, _, fell_back = tune_or_fall_back(kb, golden, options)
+            if fell_back:
+                notes.append(f"{index} ({variant}): {fell_back}")
             write_profile(profile, target)
     return notes
 

@@ -68,6 +68,10 @@ def questions(rows: Sequence[DevRow]) -> int:
     return len({r.sample for r in rows})
 
 
+def _within(row: DevRow, scope: str) -> bool:
+    return scope in (GLOBAL, row.kb, row.cell)
+
+
 def _shrink(rows: Sequence[DevRow], parent: float, prior: float) -> float:
     """The rows' mean pulled toward ``parent``, the rows weighing as many questions as they ask."""
     n = questions(rows)
@@ -123,7 +127,7 @@ def choose(results: Mapping[str, Sequence[DevRow]], costs: Mapping[str, float], 
         """One standard error of the leader's shrunk dev gain over ``option`` in ``scope``: the paired gain's,
         a question and its translations one sample, times the share of the shrunk mean its own ``n`` questions
         make (n / (n + prior); the parent's part is held fixed); none can be told from one question."""
-        rows = [r for r in reference if scope in (GLOBAL, r.kb, r.cell)]
+        rows = [r for r in reference if _within(r, scope)]
         gains = cluster_means([objective[leader][r.question] - objective[option][r.question] for r in rows],
                               [r.sample for r in rows])
         if len(gains) < 2:
@@ -151,7 +155,7 @@ def choose(results: Mapping[str, Sequence[DevRow]], costs: Mapping[str, float], 
     counts_cell = {cell: len(asked) for cell, asked in asked_cell.items()}
 
     def rule(scope: str, option: str, source: str, n: int, parent_tau: float | None) -> CellRule:
-        members = [r for r in results[option] if scope == GLOBAL or r.kb == scope or r.cell == scope]
+        members = [r for r in results[option] if _within(r, scope)]
         if OPTIONS.get(option, {}).get("merge") == "rrf":  # rank-fused: its totals have no fixed meaning, no τ
             tau = None
         else:

@@ -97,8 +97,9 @@ def dev_split(questions: Sequence[GoldenQuestion], dev_share: float | None) -> l
     dev = [q for q in questions if q.tags.get("split") == "dev"]
     if dev or dev_share is None:
         if not dev:
-            raise NoDevQuestions("tune: no question is tagged split=dev; tuning on the questions it is scored on would "
-                              "be leakage. Tag a dev split in the golden set, or pass --dev-share 0.3 to hash one")
+            raise NoDevQuestions("tune: no question is tagged split=dev; tuning on the questions it is scored on "
+                                 "would be leakage. Tag a dev split in the golden set, or pass --dev-share 0.3 to hash "
+                                 "one")
         return dev
     by_hash = [q for q in questions
                if int(hashlib.sha256(q.tags.get("qid", q.id).encode()).hexdigest()[:8], 16) / 0xFFFFFFFF < dev_share]
@@ -195,10 +196,22 @@ def tune(kb: KnowledgeBase, golden: Sequence[GoldenQuestion], options: TuneOptio
     return TuneResult(profile, model, fitted, len(dev), asked, measured)
 
 
-def untuned_profile(kb: KnowledgeBase) -> Profile:
-    """A profile tuned on nothing — the shipped model, the question as written everywhere, no τ — for where one is
-    required and the KB has no dev question (a benchmark sample can lack them)."""
-    return _profile(kb, default_model(), "as_written", {})
+def tune_or_fall_back(kb: KnowledgeBase, golden: Sequence[GoldenQuestion],
+                      options: TuneOptions) -> tuple[Profile, TuneResult | None, str | None]:
+    """``tune`` as a benchmark runs it on a sample of questions: with too few dev questions, the shipped model and
+    rules from what dev there is; with none, a profile tuned on nothing (the shipped model, the question as written
+    everywhere, no τ). Returns the profile, tune's result (None when tuned on nothing) and what fell back, if
+    anything."""
+    try:
+        result = tune(kb, golden, options)
+        return result.profile, result, None
+    except TooFewQuestions as error:
+        result = tune(kb, golden, replace(options, fit_model=False, min_dev=1))
+        return result.profile, result, f"{error}; tuned with the shipped relevance model instead"
+    except NoDevQuestions:
+        return (_profile(kb, default_model(), "as_written", {}), None,
+                "no dev question in this sample; its tuned profile is tuned on nothing (the shipped model, the "
+                "question as written)")
 
 
 def write_profile(profile: Profile, path: Path) -> None:
@@ -211,7 +224,8 @@ def summary_lines(result: TuneResult) -> list[str]:
     profile = result.profile
     lines = [f"# tuned profile: {profile.kb}", "",
              f"Relevance model: {result.fit.get('variant')} (cross-validated MRR on dev: "
-             f"{result.fit.get('cv_mrr', '–')}), fitted on {result.dev} dev rows ({result.questions} questions).", "",
+             f"{result.fit.get('cv_mrr', '–')}), fitted on {result.dev} dev rows ({result.questions} questions).",
+             "",
              f"Options measured on dev ({profile.objective}, LLM calls per question): " +
              ", ".join(f"{o} {m[profile.objective]:.3f} / {m['llm_calls']:.2f}" for o, m in result.options.items()), "",
              "| rule | option | τ | k | dev questions | from |", "|---|---|---|---|---|---|"]
