@@ -104,6 +104,15 @@ def _by_page(page: np.ndarray, lang_group: np.ndarray, languages: int, same_lang
             _group_max(page, dense, pages)[page] - dense.max(), _group_max(page, bm25_norm, pages)[page])
 
 
+def _standardised(values: np.ndarray) -> np.ndarray:
+    """z-scores over the path's candidates (0 when they are all equal), by ``mean()`` and ``std()``'s own arithmetic
+    (the same floats) without their per-call overhead (about 3 and 6 µs): this runs three times a path."""
+    mean = values.sum() / len(values)
+    centred = values - mean
+    std = np.sqrt((centred * centred).sum() / len(values))
+    return centred / std if std > 0 else np.zeros(len(values))
+
+
 def _language_bias(dense: np.ndarray, same_lang: np.ndarray) -> float:
     """How much higher the path's same-language candidates score than the others, on average: a multilingual
     embedder rates text in the query's language closer whatever it says, so on a KB whose pages each exist in
@@ -111,7 +120,7 @@ def _language_bias(dense: np.ndarray, same_lang: np.ndarray) -> float:
     same = same_lang > 0
     if same.all() or not same.any():
         return 0.0
-    return float(dense[same].mean() - dense[~same].mean())
+    return float(dense[same].sum() / same.sum() - dense[~same].sum() / (~same).sum())
 
 
 _NO_TERMS = array("I")
@@ -146,26 +155,25 @@ def feature_matrix(hits: Sequence[Hit], request: SearchRequest, query_terms: fro
     dense, bm25, bm25_rank = read.T
     dense_rank = np.empty(n)
     dense_rank[np.argsort(-dense, kind="stable")] = np.arange(1, n + 1)
-    std = dense.std()
     coverage = _coverage(hits, query_terms)
     lang_group, langs = _codes([h.passage.lang for h in hits])
     same_lang = np.array([lang == request.lang for lang in langs], dtype=float)[lang_group]
     same_script = np.array([script_of(lang) == script_of(request.lang) for lang in langs], dtype=float)[lang_group]
     bm25_norm = bm25 / bm25.max() if bm25.max() > 0 else np.zeros(n)
-    bm25_std = bm25.std()  # over every candidate, 0 where the keyword arm found no query term (as zscore fusion)
-    bm25_z = (bm25 - bm25.mean()) / bm25_std if bm25_std > 0 else np.zeros(n)
-    dense_z = (dense - dense.mean()) / std if std > 0 else np.zeros(n)
+    bm25_z = _standardised(bm25)  # over every candidate, 0 where the keyword arm found no query term (as zscore fusion)
+    dense_z = _standardised(dense)
     dense_gap = dense - dense.max()
     bias = _language_bias(dense, same_lang)
     fair = dense - bias * same_lang
-    fair_std = fair.std()
+    fair_gap = fair - fair.max()
     other_lang = 1.0 - same_lang
+    same_share = same_lang.sum() / n
     lang_z, lang_gap, lang_rank, cand_share = _within_language(dense, lang_group)
     page_langs, page_same, page_dense_gap, page_bm25 = _by_page(
         _codes([h.passage.doc_id for h in hits])[0], lang_group, len(langs), same_lang, dense, bm25_norm)
     mono = float(same_lang.all() or n < FEW_CANDIDATES)
     hybrid = dense_z + KEYWORD_WEIGHT * bm25_z
-    parallel = float((page_langs > 0).mean())
+    parallel = float(np.count_nonzero(page_langs > 0) / n)
     columns = {
         "dense": dense, "dense_gap": dense_gap, "dense_z": dense_z,
         "dense_rank": np.log(dense_rank), "bm25_log": np.log1p(bm25), "bm25_norm": bm25_norm,
@@ -178,13 +186,12 @@ def feature_matrix(hits: Sequence[Hit], request: SearchRequest, query_terms: fro
         "bm25_norm:same_script": bm25_norm * same_script, "coverage:same_script": coverage * same_script,
         "dense_gap:same_lang": dense_gap * same_lang,
         "hybrid": hybrid,
-        "lang_bias": np.full(n, bias), "dense_fair": fair, "dense_fair_gap": fair - fair.max(),
-        "dense_fair_z": (fair - fair.mean()) / fair_std if fair_std > 0 else np.zeros(n),
-        "same_lang_share": np.full(n, same_lang.mean()),
+        "lang_bias": np.full(n, bias), "dense_fair": fair, "dense_fair_gap": fair_gap,
+        "dense_fair_z": _standardised(fair), "same_lang_share": np.full(n, same_share),
         "bm25_norm:other_lang": bm25_norm * other_lang, "coverage:other_lang": coverage * other_lang,
-        "dense_fair_gap:same_lang": (fair - fair.max()) * same_lang,
+        "dense_fair_gap:same_lang": fair_gap * same_lang,
         "dense_lang_z": lang_z, "dense_lang_gap": lang_gap, "lang_rank": lang_rank, "cand_lang_share": cand_share,
-        "bm25_z:same_lang_share": bm25_z * same_lang.mean(), "coverage:same_lang_share": coverage * same_lang.mean(),
+        "bm25_z:same_lang_share": bm25_z * same_share, "coverage:same_lang_share": coverage * same_share,
         "dense_lang_z:other_lang": lang_z * other_lang,
         "page_langs": page_langs, "page_same_lang": page_same, "page_dense_gap": page_dense_gap,
         "page_bm25_norm": page_bm25,

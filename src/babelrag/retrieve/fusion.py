@@ -49,6 +49,18 @@ class Arm:
         return [{self.signal: s.score, rank: r, "cosine": cosines[s.passage.id]}
                 for s, r in zip(self.hits, self.ranks, strict=True)]
 
+    def add_signals(self, signals: list[dict[str, float]], candidates: list[int],
+                    cosines: Mapping[str, float] | None) -> None:
+        """``signals`` (one dict per fused candidate) gets each hit's, as ``signals`` gives them (``candidates``:
+        each hit's candidate number), written in place: no dict per hit to merge afterwards."""
+        score, rank = self.signal, f"{self.signal}_rank"
+        for i, s, r in zip(candidates, self.hits, self.ranks, strict=True):
+            own = signals[i]
+            own[score] = s.score
+            own[rank] = r
+            if cosines is not None:
+                own["cosine"] = cosines[s.passage.id]
+
     def ranking(self, cosines: Mapping[str, float] | None, label: str | None = None) -> Ranking:
         """The arm alone, as a path's ranking (a path with one arm)."""
         hits = [Hit(s.passage, s.score, self.label, s.terms, signals)
@@ -159,10 +171,9 @@ def fuse_arms(arms: Sequence[Arm], method: str, label: str, cosines: Mapping[str
     if len(arms) == 1 and method == "max":
         return arms[0].ranking(cosines, label)
     kept, positions, best_rank = _numbered([arm.hits for arm in arms])
-    signals: list[dict[str, float]] = [{} for _ in kept]  # per candidate: every arm's signals, merged in arm order
-    for where, own in zip(positions, (arm.signals(cosines) for arm in arms)):
-        for i, arm_signals in zip(where.tolist(), own):
-            signals[i].update(arm_signals)
+    signals: list[dict[str, float]] = [{} for _ in kept]  # per candidate: every arm's signals, in arm order
+    for arm, where in zip(arms, positions):
+        arm.add_signals(signals, where.tolist(), cosines)
     scorers = [arm.scorer for arm in arms]
     scores = [np.array([hit.score for hit in arm.hits], dtype=np.float64) for arm in arms]
     totals = _totals(method, len(kept), positions, scores, weights, flags, rrf_k, len(set(scorers)) == 1)
