@@ -68,3 +68,14 @@ def test_a_candidate_without_its_cosine_is_a_bug_upstream_not_a_cosine_of_zero()
         feature_matrix(hits, SearchRequest("question", "kb", "en"), frozenset({3}))
     rows = feature_matrix(hits[:1], SearchRequest("question", "kb", "en"), frozenset({3}))
     assert rows[0, FEATURES.index("bm25_rank")] == pytest.approx(np.log(2))  # not returned: past every candidate
+
+
+def test_path_z_scores_are_over_every_candidate_with_the_population_spread(columns) -> None:
+    """The shipped model was fitted on these: z over the path's candidates, ``std`` with ddof 0 (not the sample's),
+    and the language-bias-corrected cosine's own; a path whose candidates all score the same gets 0."""
+    dense = np.array([cosine for _, _, cosine in CANDIDATES])
+    assert columns["dense_z"] == pytest.approx((dense - dense.mean()) / dense.std(), abs=1e-12)
+    german = np.array([lang == "de" for lang, _, _ in CANDIDATES], dtype=float)
+    fair = dense - (dense[german > 0].mean() - dense[german == 0].mean()) * german
+    assert columns["dense_fair_z"] == pytest.approx((fair - fair.mean()) / fair.std(), abs=1e-12)
+    assert not _columns([("en", "a", 0.5), ("de", "b", 0.5)])["dense_z"].any()
