@@ -79,3 +79,8 @@ def test_path_z_scores_are_over_every_candidate_with_the_population_spread(colum
     fair = dense - (dense[german > 0].mean() - dense[german == 0].mean()) * german
     assert columns["dense_fair_z"] == pytest.approx((fair - fair.mean()) / fair.std(), abs=1e-12)
     assert not _columns([("en", "a", 0.5), ("de", "b", 0.5)])["dense_z"].any()
+    bm25 = np.array([0.0, 2.0, 0.0, 5.0, 1.0])
+    hits = [Hit(Passage(f"p{n}", "text", f"p{n}", "en"), 0.5, "as_written", None,
+                {"cosine": 0.5 - n / 100, "bm25": score}) for n, score in enumerate(bm25)]
+    rows = feature_matrix(hits, SearchRequest("question", "kb", "en"), frozenset())
+    assert rows[:, FEATURES.index("bm25_z")] == pytest.approx((bm25 - bm25.mean()) / bm25.std(), abs=1e-12)
