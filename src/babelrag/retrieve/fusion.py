@@ -40,19 +40,11 @@ class Arm:
     def scorer(self) -> str:
         return "cosine" if self.signal == DENSE else "bm25"
 
-    def signals(self, cosines: Mapping[str, float] | None) -> list[dict[str, float]]:
-        """Each hit's signals: the arm's score and rank, and with ``cosines`` its cosine to the path's re-scoring
-        text."""
-        rank = f"{self.signal}_rank"
-        if cosines is None:
-            return [{self.signal: s.score, rank: r} for s, r in zip(self.hits, self.ranks, strict=True)]
-        return [{self.signal: s.score, rank: r, "cosine": cosines[s.passage.id]}
-                for s, r in zip(self.hits, self.ranks, strict=True)]
-
     def add_signals(self, signals: list[dict[str, float]], candidates: list[int],
                     cosines: Mapping[str, float] | None) -> None:
-        """``signals`` (one dict per fused candidate) gets each hit's, as ``signals`` gives them (``candidates``:
-        each hit's candidate number), written in place: no dict per hit to merge afterwards."""
+        """Each hit's signals written into ``signals`` (one dict per candidate; ``candidates``: each hit's candidate
+        number), in place, so fused candidates need no dict per hit to merge: the arm's score and rank, and with
+        ``cosines`` the hit's cosine to the path's re-scoring text."""
         score, rank = self.signal, f"{self.signal}_rank"
         for i, s, r in zip(candidates, self.hits, self.ranks, strict=True):
             own = signals[i]
@@ -63,8 +55,9 @@ class Arm:
 
     def ranking(self, cosines: Mapping[str, float] | None, label: str | None = None) -> Ranking:
         """The arm alone, as a path's ranking (a path with one arm)."""
-        hits = [Hit(s.passage, s.score, self.label, s.terms, signals)
-                for s, signals in zip(self.hits, self.signals(cosines))]
+        signals: list[dict[str, float]] = [{} for _ in self.hits]
+        self.add_signals(signals, list(range(len(self.hits))), cosines)
+        hits = [Hit(s.passage, s.score, self.label, s.terms, own) for s, own in zip(self.hits, signals)]
         return Ranking(label or self.label, self.scorer, tuple(hits))
 
     def to_trace(self, limit: int) -> dict[str, object]:
