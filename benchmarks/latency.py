@@ -4,15 +4,17 @@
 - ``synthetic``: 100,000 passages (random unit vectors, terms drawn from xquad-dev's real term
   distribution so BM25 does real work; HNSW built), queried with the same real questions.
 
-The embedding cache is off and the KB forgets query vectors before every search, so each search
-embeds its question like a new one. The store's memory of decoded passages is the same for every mode:
+The embedding cache is off and the KB forgets query vectors (and the analyzer its kept query terms) before
+every search, so each search embeds and analyzes its question like a new one (``--steps`` and ``--instructions``
+keep the vectors, and forget the terms). The store's memory of decoded passages is the same for every mode:
 warm (``--passages warm``, the default: before each question's timed round an untimed one searches it in
 every mode, as a server that has seen its passages before) or forgotten before every search
 (``--passages cold``: each search reads its hits' payloads, as a process's first searches do). Modes are
 measured round-robin per question (the same noise hits every mode). Ratios are against the query
 embedding alone, measured in the same loop (target: hybrid p50 ≤ 1.3 × (embedding + 5 ms)), and
 against plain dense search (numpy brute force over the same stored vectors, embedding included: the
-dense floor).
+dense floor); beside them, what each mode adds to the floor question by question (the median of the paired
+differences), which the machine's drifting speed moves less than a ratio of two medians.
 ``--instructions``: each mode's own work counted in instructions (``valgrind --tool=callgrind``, collecting only the
 searches: query embedded, passages warm), which the machine's load does not change; slow (minutes per mode).
 ``--steps``: where each mode's own work goes, from its trace's step times, with every question's vector already
@@ -130,13 +132,19 @@ def measure(store: str, kb_name: str, questions: list, label: str, passages: str
     del matrix
     embed_p50, floor = percentile(times["query embedding alone"], 50), percentile(times["dense brute force (numpy)"], 50)
     rows = []
+    floors = np.array(times["dense brute force (numpy)"])
     for mode in ["query embedding alone", "dense brute force (numpy)", *MODES]:
         p50 = percentile(times[mode], 50)
+        # what the mode adds to the floor, question by question (its search and the floor's embedding of the same
+        # question, measured moments apart): steadier than a ratio of two medians when the machine's speed drifts
+        added = float(np.median(np.array(times[mode]) - floors))
         rows.append([mode, p50 * 1000, percentile(times[mode], 95) * 1000,
-                     f"{p50 / (embed_p50 + 0.005):.2f}×", f"{p50 / floor:.2f}×"])
+                     f"{p50 / (embed_p50 + 0.005):.2f}×", f"{p50 / floor:.2f}×", added * 1000,
+                     f"{1 + added / floor:.2f}×"])
     table(f"{label}: {size} passages, {len(questions)} questions, passages {passages}; "
           f"peak RSS while serving {serving_rss:.0f} MB",
-          ["", "p50 ms", "p95 ms", "p50 / (embed + 5 ms)", "p50 / dense floor"], rows)
+          ["", "p50 ms", "p95 ms", "p50 / (embed + 5 ms)", "p50 / dense floor", "added ms (paired median)",
+           "1 + added / floor"], rows)
 
 
 def own_work(store: str, kb_name: str, questions: list, label: str, rounds: int, overrides: dict) -> None:
@@ -152,6 +160,7 @@ def own_work(store: str, kb_name: str, questions: list, label: str, rounds: int,
             totals = []
             for _ in range(rounds):
                 for q in questions:
+                    analyzers.forget_queries()  # analyzing the question is own work, as for a new one
                     start = time.perf_counter()
                     trace = searcher.search(Question(q.text, lang=q.lang)).trace
                     totals.append(time.perf_counter() - start)
@@ -171,7 +180,9 @@ def searched_once_more(store: str, kb_name: str, questions: list, mode: str, rou
         searcher = Searcher(kb, preset_config(MODES[mode], {"country_filter": False}))
         for q in asked * 2:
             searcher.search(q)
-        functools.reduce(lambda count, q: (searcher.search(q), count + 1)[1], asked * rounds, 0)
+        # each search analyzes its question as a new one's (the kept analyses forgotten first, counted too)
+        functools.reduce(lambda count, q: (analyzers.forget_queries(), searcher.search(q), count + 1)[2],
+                         asked * rounds, 0)
 
 
 def instructions(questions: int, rounds: int, modes: list[str]) -> None:

@@ -10,7 +10,8 @@ import pytest
 from babelrag.config import preset_config
 from babelrag.ingest.pipeline import index_sources
 from babelrag.kb import KnowledgeBase
-from babelrag.lang.analyzers import normalize, tokens
+from babelrag.lang import analyzers
+from babelrag.lang.analyzers import normalize, query_terms, tokens
 from babelrag.retrieve.pipeline import Searcher
 from babelrag.types import Question
 
@@ -102,6 +103,21 @@ def test_stemming_and_function_words() -> None:
     assert tokens("Häuser", "de") == tokens("Haus", "de")
     assert "를" not in tokens("분석기를 사용합니다", "ko")
     assert "の" not in tokens("東京の大学", "ja")
+
+
+def test_a_query_is_analyzed_once_and_only_short_ones_are_kept() -> None:
+    """The keyword arm and the re-scorer read one analysis of a query (each piece in its own language); a long
+    text is analyzed every time, so what is kept stays bounded; forgetting drops every kept analysis."""
+    analyzers.forget_queries()
+    pieces = (("Die alten Häuser", "de"), ("ข้าวผัดอร่อย", "th"))
+    assert query_terms(pieces) == tuple(tokens("Die alten Häuser", "de") + tokens("ข้าวผัดอร่อย", "th"))
+    assert query_terms(list(pieces)) is query_terms(pieces)  # kept: one analysis for both readers
+    kept = analyzers._kept_analyses.cache_info().currsize
+    long = (("Häuser " * (analyzers.QUERY_CHARS_KEPT // 7 + 1), "de"),)
+    assert query_terms(long) == tuple(tokens(long[0][0], "de"))
+    assert analyzers._kept_analyses.cache_info().currsize == kept == 1
+    analyzers.forget_queries()
+    assert analyzers._kept_analyses.cache_info().currsize == 0
 
 
 def test_unknown_language_falls_back_to_words(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ import numpy as np
 from babelrag import deadline
 from babelrag.errors import ConfigError, IndexMismatch, KBExists, KBNotFound, KBNotReady, KBUnreadable, StoreError
 from babelrag.json_store import digest
+from babelrag.lang import analyzers
 from babelrag.models.embed import Embedder, build_embedder, embedder_from_manifest
 from babelrag.models.embed_cache import CachedEmbedder
 from babelrag.relevance.model import default_model, describe
@@ -87,9 +88,11 @@ class KnowledgeBase:
         return self.query_vectors([text])[0]
 
     def forget_query_vectors(self) -> None:
-        """Drop remembered query vectors (timed runs measure each question cold)."""
+        """Drop remembered query vectors, and the query analyses the keyword analyzer keeps (timed runs measure
+        each question cold)."""
         with self._memo_lock:
             self._query_vectors.clear()
+        analyzers.forget_queries()
 
     def forget_passages(self) -> None:
         """Drop the decoded passages the store keeps between searches, of the KB and of its pivot copies when

@@ -8,7 +8,7 @@ from __future__ import annotations
 import unicodedata
 import zlib
 from collections.abc import Callable, Sequence
-from functools import cache
+from functools import cache, lru_cache
 from importlib.metadata import version
 
 import regex
@@ -78,14 +78,34 @@ def tokens(text: str, lang: str | None) -> list[str]:
     return _words(text, lang)
 
 
+# A query is analyzed by its path's keyword arm and again by the learned re-scorer (its terms' coverage), and a
+# question's paths and later searches often repeat a text: the terms of the last queries are kept, the short ones
+# only (a long text is analyzed each time), so the memory stays bounded.
+QUERIES_KEPT = 256
+QUERY_CHARS_KEPT = 2_000
+
+
+def _analyzed(pieces: tuple[tuple[str, str | None], ...]) -> tuple[str, ...]:
+    return tuple(term for text, lang in pieces for term in tokens(text, lang))
+
+
+_kept_analyses = lru_cache(maxsize=QUERIES_KEPT)(_analyzed)
+
+
+def query_terms(pieces: Sequence[tuple[str, str | None]]) -> tuple[str, ...]:
+    """The terms of a query's (text, language) pieces, repeats kept (as ``tokens`` gives them, piece by piece)."""
+    pieces = tuple(pieces)
+    return (_analyzed if sum(len(text) for text, _ in pieces) > QUERY_CHARS_KEPT else _kept_analyses)(pieces)
+
+
+def forget_queries() -> None:
+    """Every kept query analysis dropped: a benchmark times each search as a new question's."""
+    _kept_analyses.cache_clear()
+
+
 def term_id(term: str) -> int:
     """A stable 32-bit id per term (no vocabulary to store or share between adapters)."""
     return zlib.crc32(term.encode("utf-8"))
-
-
-def term_ids(pieces: Sequence[tuple[str, str | None]]) -> list[int]:
-    """The ids of the terms of (text, language) pieces, repeats kept."""
-    return [term_id(term) for text, lang in pieces for term in tokens(text, lang)]
 
 
 def versions() -> dict[str, str]:

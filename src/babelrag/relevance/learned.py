@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from babelrag.lang.analyzers import term_ids
+from babelrag.lang.analyzers import query_terms as analyzed, term_id
 from babelrag.relevance.features import feature_matrix
 from babelrag.relevance.model import RelevanceModel
 from babelrag.types import Hit, SearchRequest
@@ -22,7 +22,7 @@ from babelrag.types import Hit, SearchRequest
 def query_terms(query: str, request: SearchRequest) -> frozenset[int]:
     """The keyword terms of what is scored: DELTA's segments each in their language, else the query."""
     pieces = request.segments if request.segments and request.rerank_text is None else ((query, request.lang),)
-    return frozenset(term_ids(pieces))
+    return frozenset(map(term_id, analyzed(pieces)))
 
 
 class LearnedReranker:

@@ -6,6 +6,7 @@ a copy is re-scored as what it is (a passage in the pivot language), then stands
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 
 import numpy as np
 
@@ -25,12 +26,12 @@ from babelrag.types import Hit, Ranking, SearchRequest, Trace
 TRACE_HITS = 20  # per ranking in the trace; ≥ k, so evidence can be re-cut at any threshold
 
 
-def _arm(label: str, kind: str, scored: Sequence[Scored], cosines: dict[str, float] | None) -> Arm:
-    """One arm's hits with their ranks as returned; with ``cosines``, a hit without one (deleted meanwhile) drops
-    out."""
-    if cosines is None:
+def _arm(label: str, kind: str, scored: Sequence[Scored], lacking: AbstractSet[str]) -> Arm:
+    """One arm's hits with their ranks as returned; a hit in ``lacking`` (no cosine to re-score by: deleted
+    meanwhile) drops out."""
+    if not lacking:
         return Arm(label, kind, scored, range(1, len(scored) + 1))
-    kept = [(s, rank) for rank, s in enumerate(scored, start=1) if s.passage.id in cosines]
+    kept = [(s, rank) for rank, s in enumerate(scored, start=1) if s.passage.id not in lacking]
     return Arm(label, kind, [s for s, _ in kept], [rank for _, rank in kept])
 
 
@@ -43,17 +44,19 @@ def _from_cache(collection: Collection, cached: list[CachedArm], with_terms: boo
 
 
 def _cosines(kb: KnowledgeBase, collection: Collection, request: SearchRequest, arms: Sequence[str],
-             scored: Sequence[Sequence[Scored]]) -> dict[str, float]:
+             scored: Sequence[Sequence[Scored]]) -> tuple[dict[str, float], set[str]]:
     """Every candidate's cosine to the text the path is re-scored against (signal ``cosine``): the dense
     arm's own score when that text is the path's own, else computed by the engine for the candidates that
-    lack it (keyword-only hits; every hit of a path re-scored against another text). A candidate deleted
-    meanwhile has none."""
+    lack it (keyword-only hits; every hit of a path re-scored against another text); and the candidates
+    deleted meanwhile, which have none."""
     own = request.rerank_text is None
     known = {s.passage.id: s.score for arm, hits in zip(arms, scored) if own and arm == DENSE for s in hits}
     missing = [pid for pid in dict.fromkeys(s.passage.id for hits in scored for s in hits) if pid not in known]
-    if missing:
-        known.update(collection.cosines(kb.query_vector(request.rerank_text or request.text), missing))
-    return known
+    if not missing:
+        return known, set()
+    found = collection.cosines(kb.query_vector(request.rerank_text or request.text), missing)
+    known.update(found)
+    return known, set(missing) - found.keys()
 
 
 def searched(kb: KnowledgeBase, request: SearchRequest) -> Collection:
@@ -76,7 +79,7 @@ def _arm_queries(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig
             arms.append(ArmQuery(DENSE, dense=kb.query_vector(request.text)))
         if config.mode in ("keyword", "hybrid"):
             pieces = request.segments or ((request.text, request.lang),)
-            terms = [term for text, lang in pieces for term in analyzers.tokens(text, lang)]
+            terms = list(analyzers.query_terms(pieces))
             record["terms"] = terms
             if terms:
                 arms.append(ArmQuery(SPARSE, sparse=bm25.query_vector(terms), with_terms=rescoring))
@@ -109,8 +112,8 @@ def retrieve(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, tr
             if cache:
                 cache.put(key, [(label, "cosine" if kind == DENSE else "bm25", [(s.passage.id, s.score) for s in hits],
                                  done) for label, kind, hits, done in zip(labels, kinds, scored, complete)])
-        cosines = _cosines(kb, collection, request, kinds, scored) if rescoring else None
-        found = [_arm(label, kind, hits, cosines) for label, kind, hits in zip(labels, kinds, scored, strict=True)]
+        cosines, lacking = _cosines(kb, collection, request, kinds, scored) if rescoring else (None, set())
+        found = [_arm(label, kind, hits, lacking) for label, kind, hits in zip(labels, kinds, scored, strict=True)]
         if rescoring:  # candidates deleted before their cosine was read drop out too
             vanished += sum(len(hits) for hits in scored) - sum(len(arm.hits) for arm in found)
         record["arms"] = [arm.to_trace(TRACE_HITS) for arm in found]
