@@ -136,7 +136,8 @@ def measure(store: str, kb_name: str, questions: list, label: str, passages: str
     for mode in ["query embedding alone", "dense brute force (numpy)", *MODES]:
         p50 = percentile(times[mode], 50)
         # what the mode adds to the floor, question by question (its search and the floor's embedding of the same
-        # question, measured moments apart): steadier than a ratio of two medians when the machine's speed drifts
+        # question, measured moments apart; the floor's numpy search comes from its own pass, above): steadier than a
+        # ratio of two medians when the machine's speed drifts
         added = float(np.median(np.array(times[mode]) - floors))
         rows.append([mode, p50 * 1000, percentile(times[mode], 95) * 1000,
                      f"{p50 / (embed_p50 + 0.005):.2f}×", f"{p50 / floor:.2f}×", added * 1000,

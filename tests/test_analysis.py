@@ -105,19 +105,32 @@ def test_stemming_and_function_words() -> None:
     assert "の" not in tokens("東京の大学", "ja")
 
 
-def test_a_query_is_analyzed_once_and_only_short_ones_are_kept() -> None:
-    """The keyword arm and the re-scorer read one analysis of a query (each piece in its own language); a long
-    text is analyzed every time, so what is kept stays bounded; forgetting drops every kept analysis."""
+def test_a_query_is_analyzed_once_and_only_short_ones_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The keyword arm and the re-scorer read one analysis of a query (each piece in its own language, however the
+    pieces are shaped); only a query of at most QUERY_CHARS_KEPT characters (its pieces together) whose analysis has
+    at most TERMS_KEPT terms is kept, the last QUERIES_KEPT of them; forgetting drops every one."""
     analyzers.forget_queries()
+    real, calls = analyzers.tokens, []
+    monkeypatch.setattr(analyzers, "tokens", lambda text, lang: calls.append(text) or real(text, lang))
     pieces = (("Die alten Häuser", "de"), ("ข้าวผัดอร่อย", "th"))
-    assert query_terms(pieces) == tuple(tokens("Die alten Häuser", "de") + tokens("ข้าวผัดอร่อย", "th"))
-    assert query_terms(list(pieces)) is query_terms(pieces)  # kept: one analysis for both readers
-    kept = analyzers._kept_analyses.cache_info().currsize
-    long = (("Häuser " * (analyzers.QUERY_CHARS_KEPT // 7 + 1), "de"),)
-    assert query_terms(long) == tuple(tokens(long[0][0], "de"))
-    assert analyzers._kept_analyses.cache_info().currsize == kept == 1
+    assert query_terms(pieces) == tuple(real("Die alten Häuser", "de") + real("ข้าวผัดอร่อย", "th"))
+    assert query_terms([list(piece) for piece in pieces]) is query_terms(pieces) and len(calls) == 2
+
+    def kept(*texts: str) -> bool:
+        query = tuple((text, None) for text in texts)
+        query_terms(query)
+        return query in analyzers._kept
+
+    word = "abcdefghijklmnopqrs "  # 20 characters, one term
+    assert kept(word * 100) and not kept(word * 100 + "x")  # 2,000 characters, then 2,001
+    assert not kept(word * 50, word * 50 + "x")  # pieces count together
+    assert kept("ab " * analyzers.TERMS_KEPT) and not kept("ab " * (analyzers.TERMS_KEPT + 1))
+    assert kept("\ufb03" * 600) and not kept("\ufb03" * 700)  # ﬃ: NFKC makes one word of 1,800 letters, then 2,100
+    for n in range(analyzers.QUERIES_KEPT + 1):
+        query_terms(((f"query {n}", "en"),))
+    assert len(analyzers._kept) == analyzers.QUERIES_KEPT and (("query 0", "en"),) not in analyzers._kept
     analyzers.forget_queries()
-    assert analyzers._kept_analyses.cache_info().currsize == 0
+    assert not analyzers._kept
 
 
 def test_unknown_language_falls_back_to_words(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from babelrag.evaluate.metrics import reciprocal_rank
 from babelrag.ingest.pipeline import index_sources
 from babelrag.errors import ConfigError
 from babelrag.kb import KnowledgeBase
+from babelrag.lang import analyzers
 from babelrag.relevance.model import default_model
 from babelrag.retrieve.cache import RetrievalCache
 from babelrag.retrieve.pipeline import Searcher
@@ -112,6 +113,21 @@ class _LosesOnePayload:
 
     def retrieve(self, ids, **options):
         return [record for record in self._shard.retrieve(ids, **options) if record.id != self.lost]
+
+
+def test_a_question_is_analyzed_once_a_search_and_anew_once_the_kb_forgets(kb: KnowledgeBase,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The keyword arm and the learned stage read one analysis of the question; a KB that forgets its query
+    vectors (cold timing) forgets the analyses too, so the next search analyzes the question as a new one."""
+    real, analyzed = analyzers.tokens, []
+    monkeypatch.setattr(analyzers, "tokens", lambda text, lang: analyzed.append(text) or real(text, lang))
+    searcher = Searcher(kb, preset_config("default"))
+    assert searcher.rerank == "learned"  # both readers run
+    question = Question("Wer gewann den Super Bowl 50?", lang="de")
+    for searches in (1, 2):
+        kb.forget_query_vectors()
+        searcher.search(question)
+        assert analyzed == [question.text] * searches
 
 
 def test_an_arm_that_loses_a_deleted_hit_still_counts_as_cut_at_its_limit(

@@ -88,8 +88,8 @@ class KnowledgeBase:
         return self.query_vectors([text])[0]
 
     def forget_query_vectors(self) -> None:
-        """Drop remembered query vectors, and the query analyses the keyword analyzer keeps (timed runs measure
-        each question cold)."""
+        """Drop remembered query vectors, and the query analyses the keyword analyzer keeps (those of every KB in
+        the process: they are the analyzer's, not this KB's), so timed runs measure each question cold."""
         with self._memo_lock:
             self._query_vectors.clear()
         analyzers.forget_queries()

@@ -5,10 +5,12 @@ segmented by real segmenters and every other script keeps its combining marks in
 """
 from __future__ import annotations
 
+import threading
 import unicodedata
 import zlib
-from collections.abc import Callable, Sequence
-from functools import cache, lru_cache
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from functools import cache
 from importlib.metadata import version
 
 import regex
@@ -79,28 +81,39 @@ def tokens(text: str, lang: str | None) -> list[str]:
 
 
 # A query is analyzed by its path's keyword arm and again by the learned re-scorer (its terms' coverage), and a
-# question's paths and later searches often repeat a text: the terms of the last queries are kept, the short ones
-# only (a long text is analyzed each time), so the memory stays bounded.
+# question's paths and later searches often repeat a text: the terms of the last queries are kept, only those of a
+# query and an analysis both short enough (NFKC can make a text many times longer), so what is kept stays under about
+# 256 × 30 KB. A longer one is analyzed every time.
 QUERIES_KEPT = 256
-QUERY_CHARS_KEPT = 2_000
+QUERY_CHARS_KEPT = 2_000  # every question the service accepts (server/schemas.py)
+TERMS_KEPT = 200  # an XQuAD question has about 10-20
+_kept: OrderedDict[tuple[tuple[str, str | None], ...], tuple[str, ...]] = OrderedDict()
+_kept_lock = threading.Lock()
 
 
-def _analyzed(pieces: tuple[tuple[str, str | None], ...]) -> tuple[str, ...]:
-    return tuple(term for text, lang in pieces for term in tokens(text, lang))
-
-
-_kept_analyses = lru_cache(maxsize=QUERIES_KEPT)(_analyzed)
-
-
-def query_terms(pieces: Sequence[tuple[str, str | None]]) -> tuple[str, ...]:
+def query_terms(pieces: Iterable[tuple[str, str | None]]) -> tuple[str, ...]:
     """The terms of a query's (text, language) pieces, repeats kept (as ``tokens`` gives them, piece by piece)."""
-    pieces = tuple(pieces)
-    return (_analyzed if sum(len(text) for text, _ in pieces) > QUERY_CHARS_KEPT else _kept_analyses)(pieces)
+    key = tuple((text, lang) for text, lang in pieces)
+    with _kept_lock:
+        terms = _kept.get(key)
+        if terms is not None:
+            _kept.move_to_end(key)
+            return terms
+    terms = tuple(term for text, lang in key for term in tokens(text, lang))
+    if sum(len(text) for text, _ in key) <= QUERY_CHARS_KEPT and len(terms) <= TERMS_KEPT \
+            and sum(map(len, terms)) <= QUERY_CHARS_KEPT:
+        with _kept_lock:
+            _kept[key] = terms
+            while len(_kept) > QUERIES_KEPT:
+                _kept.popitem(last=False)
+    return terms
 
 
 def forget_queries() -> None:
-    """Every kept query analysis dropped: a benchmark times each search as a new question's."""
-    _kept_analyses.cache_clear()
+    """Every kept query analysis dropped, process-wide (every KB's): a benchmark times each search as a new
+    question's."""
+    with _kept_lock:
+        _kept.clear()
 
 
 def term_id(term: str) -> int:
