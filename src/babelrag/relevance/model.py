@@ -132,7 +132,7 @@ class RelevanceModel:
 
     def _unknown_inputs(self) -> list[str]:
         """The features and calibration inputs this model reads that this version does not compute."""
-        return [name for name in self.features if name not in FEATURES] + [
+        return [name for name in self.features if name not in COMPUTED] + [
             name for name in self.calibration_inputs if name not in INPUTS]
 
     def fitted_on(self, texts: Sequence[str]) -> int:
@@ -239,6 +239,7 @@ DERIVED_INPUTS: dict[str, Derived] = {
     PATH_SOFTMAX: lambda rows, logits, paths: path_softmax(logits, paths),
     ONE_LANGUAGE: lambda rows, logits, paths: (rows[:, _SAME_LANG_SHARE] >= 1.0).astype(float)}
 INPUTS = frozenset((*FEATURES, *DERIVED_INPUTS))  # what a calibration may read
+COMPUTED = frozenset(FEATURES)  # checked by every ``Searcher`` (the service builds one a request): a set, not a scan
 # the first release read each candidate's own page count, which reordered a path's candidates: on the shipped
 # data's parallel country KBs, MRR@10 0.915 by the weights alone, 0.869 calibrated. Models written then keep it.
 FIRST_CALIBRATION_INPUTS = ("page_langs", "same_lang_share", "mono_path", "pool_size")
