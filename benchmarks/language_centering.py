@@ -2,6 +2,7 @@
 
     python benchmarks/language_centering.py            # every layout bench builds (about 4 minutes on 2 cores)
     python benchmarks/language_centering.py --layouts scattered,mixed   # fitted on these layouts' dev articles only
+    python benchmarks/language_centering.py --shrink 10   # each centroid as if 10 more passages of the KB's mean
 
 A multilingual embedder puts every text of one language near that language's centroid, so a question's cosine
 to a page in its own language starts higher than to a page in another. Taking each language's centroid out of the
@@ -91,7 +92,15 @@ def unit(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
 
 
-def collect(layouts: set[str]) -> list[Asked]:
+def centroids(vectors: np.ndarray, langs: np.ndarray, shrink: float) -> dict[str, np.ndarray]:
+    """Each language's mean vector, pulled toward the KB's mean as if ``shrink`` more passages of the KB's mean were
+    in it: a language with a single passage would otherwise be centered to nothing."""
+    overall = vectors.mean(axis=0)
+    return {lang: (vectors[langs == lang].sum(axis=0) + shrink * overall) / (np.sum(langs == lang) + shrink)
+            for lang in set(langs)}
+
+
+def collect(layouts: set[str], shrink: float) -> list[Asked]:
     """Every question of these layouts as written, per index: the KB's language centroids from its stored passage
     vectors, then the question ranked over the index and its re-scoring candidates with their features."""
     store = bench_store()
@@ -106,7 +115,7 @@ def collect(layouts: set[str]) -> list[Asked]:
             points = list(kb.collection.points())
             raw = np.vstack([point.dense for point in points])
             langs = np.array([point.passage.lang for point in points])
-            centroid = {lang: raw[langs == lang].mean(axis=0) for lang in set(langs)}
+            centroid = centroids(raw, langs, shrink)
             centered = unit(raw - np.vstack([centroid[lang] for lang in langs]))
             row_of = {point.passage.id: row for row, point in enumerate(points)}
             pages = np.array([point.passage.doc_id for point in points])
@@ -183,9 +192,12 @@ def main() -> None:
     parser.add_argument("--layouts", default="scattered,unique-country,mixed,parallel,pooled,monolingual",
                         help="layouts to measure and fit on, comma-separated (parallel: the country KBs; pooled: the "
                              "parallel layout's pooled KB)")
+    parser.add_argument("--shrink", type=float, default=0.0,
+                        help="pull each language's centroid toward the KB's mean as if this many more passages of the "
+                             "mean were in that language (0: the language's own mean)")
     args = parser.parse_args()
     need_data()
-    asked = collect(set(args.layouts.split(",")))
+    asked = collect(set(args.layouts.split(",")), args.shrink)
     test = [q for q in asked if q.split == "test"]
     without, with_centered = fitted_scores(asked, test, False), fitted_scores(asked, test, True)
     rows = []
