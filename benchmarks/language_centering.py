@@ -20,7 +20,8 @@ language (Libovický et al., 2020). The shipped relevance stage only sees the bi
    path whose candidates all share its language or that has fewer than ``FEW_CANDIDATES``, as every ``:cross``
    feature), scored on test articles. Both fits see the same rows, so the difference is the features'. The p is
    a sign-flip test over questions' means (a question and its translations averaged first, as every figure).
-3. **A page's other versions**: the hybrid order's pages ranked by their best version, or by the mean of their
+3. **Leave one question language out**: both fits without that language's dev questions, on its test questions.
+4. **A page's other versions**: the hybrid order's pages ranked by their best version, or by the mean of their
    best 2-4 versions (where a page exists in several languages, summing its versions' evidence).
 
 Centroids are the whole index's, country KBs included (a country filter does not change them). This is a
@@ -60,6 +61,7 @@ MONO_COLUMN = FEATURES.index("mono_path")
 class Asked:
     """One question as written: its whole-index rankings' reciprocal ranks and its re-scoring candidates."""
     layout: str
+    lang: str  # the question's language
     split: str
     where: str  # gold page in the question's language ("in Lq"), elsewhere, or unknown ("–")
     cluster: str
@@ -138,7 +140,7 @@ def collect(layouts: set[str], shrink: float) -> list[Asked]:
                 gated = np.stack([cosines, z, cosines - cosines.max()], axis=1) * cross[:, None]
                 inside = question.tags.get("gold_in_question_lang")
                 asked.append(Asked(
-                    label[question.id], question.tags.get("split", ""),
+                    label[question.id], question.lang, question.tags.get("split", ""),
                     {"true": "in Lq", "false": "elsewhere"}.get(inside or "", "–"), cluster_key(question.model_dump()),
                     reciprocal_rank(list(pages[allowed]), raw[allowed] @ vector, gold),
                     reciprocal_rank(list(pages[allowed]), centered[allowed] @ shifted, gold),
@@ -186,6 +188,22 @@ def versions_report(test: list[Asked]) -> None:
                      "best version", "best 2", "best 3", "best 4"], rows)
 
 
+def leave_one_language_out(asked: list[Asked], test: list[Asked]) -> None:
+    """Both fits without any dev question in a language, scored on that language's test questions (every layout
+    measured together): whether the centered features help in a language the weights never saw asked."""
+    rows = []
+    for lang in sorted({q.lang for q in test}):
+        held_out = [q for q in asked if q.lang != lang]
+        mine = [q for q in test if q.lang == lang]
+        clusters = [q.cluster for q in mine]
+        before = cluster_means(fitted_scores(held_out, mine, False), clusters)
+        after = cluster_means(fitted_scores(held_out, mine, True), clusters)
+        tested = paired_test(before, after)
+        rows.append([lang, len(before), float(before.mean()), float(after.mean()), tested["delta"], tested["p"]])
+    table("Leave one question language out (fitted without that language's dev questions), MRR@10 on its test "
+          "questions", ["language", "n", "learned", "+ centered", "Δ", "p"], rows)
+
+
 def main() -> None:
     """Collect, fit both ways, and print both tables."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -215,6 +233,7 @@ def main() -> None:
                          by_question([test[i].centered_rr for i in picked], clusters),
                          float(before.mean()), float(after.mean()), tested["delta"], tested["p"]])
     versions_report(test)
+    leave_one_language_out(asked, test)
     table("MRR@10 on test articles (n = questions): dense over the whole index, raw and language-centered; "
           "the learned stage fitted on dev without and with centered features",
           ["layout", "gold", "n", "dense", "dense centered", "learned", "+ centered", "Δ", "p"], rows)
