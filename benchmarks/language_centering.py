@@ -102,9 +102,10 @@ def centroids(vectors: np.ndarray, langs: np.ndarray, shrink: float) -> dict[str
             for lang in set(langs)}
 
 
-def collect(layouts: set[str], shrink: float) -> list[Asked]:
+def collect(layouts: set[str], shrink: float, source: str) -> list[Asked]:
     """Every question of these layouts as written, per index: the KB's language centroids from its stored passage
-    vectors, then the question ranked over the index and its re-scoring candidates with their features."""
+    vectors, then the question ranked over the index and its re-scoring candidates with their features (``source``:
+    the features' centroids from the whole KB, or from each path's own candidates only)."""
     store = bench_store()
     data = build_data(DATA, Path(tempfile.mkdtemp()), quick=False, seed=13)
     ensure_indexes(data.indexes, store)
@@ -133,7 +134,13 @@ def collect(layouts: set[str], shrink: float) -> list[Asked]:
                 allowed = np.array([not country or point.passage.country == country or point.passage.scope == "global"
                                     for point in points])
                 matrix = feature_matrix(hits, request, query_terms(request.text, request))
-                cosines = centered[[row_of[hit.passage.id] for hit in hits]] @ shifted
+                rows = [row_of[hit.passage.id] for hit in hits]
+                if source == "kb":
+                    cosines = centered[rows] @ shifted
+                else:  # what a search could do without keeping anything with the KB
+                    own = centroids(raw[rows], langs[rows], shrink)
+                    cosines = unit(raw[rows] - np.vstack([own[lang] for lang in langs[rows]])) @ unit(
+                        vector - own.get(question.lang, 0.0))
                 cross = 1.0 - matrix[:, MONO_COLUMN]
                 spread = cosines.std()
                 z = (cosines - cosines.mean()) / spread if spread > 1e-9 else np.zeros(len(cosines))
@@ -210,12 +217,15 @@ def main() -> None:
     parser.add_argument("--layouts", default="scattered,unique-country,mixed,parallel,pooled,monolingual",
                         help="layouts to measure and fit on, comma-separated (parallel: the country KBs; pooled: the "
                              "parallel layout's pooled KB)")
+    parser.add_argument("--centroids", choices=["kb", "candidates"], default="kb",
+                        help="where the centered features' centroids come from: the KB's passages, or each path's own "
+                             "candidates (the whole-index dense figures always use the KB's)")
     parser.add_argument("--shrink", type=float, default=0.0,
                         help="pull each language's centroid toward the KB's mean as if this many more passages of the "
                              "mean were in that language (0: the language's own mean)")
     args = parser.parse_args()
     need_data()
-    asked = collect(set(args.layouts.split(",")), args.shrink)
+    asked = collect(set(args.layouts.split(",")), args.shrink, args.centroids)
     test = [q for q in asked if q.split == "test"]
     without, with_centered = fitted_scores(asked, test, False), fitted_scores(asked, test, True)
     rows = []
