@@ -43,6 +43,7 @@ from common import DATA, bench_store, need_data, table  # noqa: E402
 
 from babelrag.config import preset_config  # noqa: E402
 from babelrag.evaluate.clusters import cluster_key, cluster_means  # noqa: E402
+from babelrag.evaluate.metrics import reciprocal_rank as page_reciprocal_rank  # noqa: E402
 from babelrag.evaluate.significance import paired_test  # noqa: E402
 from babelrag.experiments.runner import build_data, ensure_indexes  # noqa: E402
 from babelrag.kb import KnowledgeBase  # noqa: E402
@@ -83,10 +84,7 @@ def reciprocal_rank(pages: list[str], scores: np.ndarray, gold: set[str], k: int
     floor = float(np.min(scores)) if len(scores) else 0.0
     best = {page: float(np.mean((sorted(values, reverse=True) + [floor] * versions)[:versions]))
             for page, values in found.items()}
-    for rank, page in enumerate(sorted(best, key=best.__getitem__, reverse=True)[:k], start=1):
-        if page in gold:
-            return 1.0 / rank
-    return 0.0
+    return page_reciprocal_rank(sorted(best, key=best.__getitem__, reverse=True)[:k], list(gold))
 
 
 def unit(vectors: np.ndarray) -> np.ndarray:
