@@ -78,7 +78,8 @@ CANDIDATE_SETS: dict[str, tuple[str, ...]] = {
     "+ language bias taken out": tuple(f"{name}:cross" for name in FEATURES[:28]) + MONO,
     "+ per-language peers and pages": tuple(
         f"{name}:cross" for name in FEATURES[:FEATURES.index("pool_size") + 1] if name not in MONO) + MONO,
-    "+ parallel share (all)": MODEL_FEATURES,
+    "+ parallel share": tuple(name for name in MODEL_FEATURES if not name.startswith("centered")),
+    "+ language centroids (all)": MODEL_FEATURES,
 }
 
 

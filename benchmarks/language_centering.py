@@ -1,4 +1,5 @@
-"""How much of the language gap is the embedder's per-language offset? Measured, not yet shipped.
+"""How much of the language gap is the embedder's per-language offset? Shipped as the ``centered`` features
+(store/language_vectors.py, shrink 5); measured here with the centroids made in other ways too.
 
     python benchmarks/language_centering.py            # every layout bench builds (about 4 minutes on 2 cores)
     python benchmarks/language_centering.py --layouts scattered,mixed   # fitted on these layouts' dev articles only
@@ -15,7 +16,8 @@ language (Libovický et al., 2020). The shipped relevance stage only sees the bi
    global pages on a country KB, as the path's filter says) by the raw cosine and by the centered one (pages by
    their best version), MRR@10 split by where the gold page is.
 2. **The learned stage with and without it**: the candidates the default re-scores (``+country``'s retrieval,
-   as-written path), the shipped model's features (``MODEL_FEATURES``) fitted listwise on the dev articles with
+   as-written path), the shipped model's other features (``MODEL_FEATURES`` but the ``centered`` ones, which
+   this benchmark computes itself so the centroids can be varied) fitted listwise on the dev articles with
    and without three centered features (the centered cosine, its z-score and gap to the path's best; zero on a
    path whose candidates all share its language or that has fewer than ``FEW_CANDIDATES``, as every ``:cross``
    feature), scored on test articles. Both fits see the same rows, so the difference is the features'. The p is
@@ -54,7 +56,8 @@ from babelrag.retrieve.search import retrieve  # noqa: E402
 from babelrag.tune.training import requests_for  # noqa: E402
 from babelrag.types import Trace  # noqa: E402
 
-MODEL_COLUMNS = [FEATURES.index(name) for name in MODEL_FEATURES]
+# the shipped model's features but its own centered ones (``--shrink`` and ``--centroids`` vary how they are made)
+MODEL_COLUMNS = [FEATURES.index(name) for name in MODEL_FEATURES if not name.startswith("centered")]
 MONO_COLUMN = FEATURES.index("mono_path")
 
 
@@ -70,7 +73,7 @@ class Asked:
     centered_rr: float
     pages: list[str]
     gold: set[str]
-    features: np.ndarray  # MODEL_FEATURES columns
+    features: np.ndarray  # MODEL_COLUMNS
     centered: np.ndarray  # the three centered features, gated
     fused: np.ndarray  # each candidate's hybrid (z-score) score
 

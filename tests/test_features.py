@@ -17,7 +17,7 @@ CANDIDATES = [("en", "a", 0.80), ("de", "a", 0.70), ("en", "b", 0.60), ("sv", "b
 
 def _columns(candidates: list[tuple[str, str, float]]) -> dict[str, np.ndarray]:
     hits = [Hit(Passage(f"{page}-{lang}-{n}", "text", page, lang), cosine, "as_written", frozenset(),
-                {"cosine": cosine}) for n, (lang, page, cosine) in enumerate(candidates)]
+                {"cosine": cosine, "centered": cosine}) for n, (lang, page, cosine) in enumerate(candidates)]
     rows = feature_matrix(hits, SearchRequest("question", "kb", "de"), frozenset())
     return {name: rows[:, FEATURES.index(name)] for name in FEATURES}
 
@@ -55,7 +55,7 @@ def test_a_gated_copy_is_its_feature_on_a_cross_lingual_path_of_ten_or_more(colu
 def test_coverage_is_the_share_of_query_terms_a_candidate_holds_whatever_form_its_terms_take() -> None:
     """The stores give 4-byte id arrays (matched in one pass); a set, a list with repeats, or no terms read the same."""
     forms = [array("I", [9, 3, 5]), frozenset({3, 5, 9}), [5, 5, 3, 9, 9], None, array("I"), array("I", [7])]
-    hits = [Hit(Passage(f"p{n}", "text", f"p{n}", "en"), 0.5, "as_written", terms, {"cosine": 0.5 - n / 100})
+    hits = [Hit(Passage(f"p{n}", "text", f"p{n}", "en"), 0.5, "as_written", terms, {"cosine": 0.5 - n / 100, "centered": 0.1})
             for n, terms in enumerate(forms)]
     rows = feature_matrix(hits, SearchRequest("question", "kb", "en"), frozenset({3, 5, 7, 11}))
     assert rows[:, FEATURES.index("coverage")] == pytest.approx([0.5, 0.5, 0.5, 0.0, 0.0, 0.25])
@@ -63,7 +63,7 @@ def test_coverage_is_the_share_of_query_terms_a_candidate_holds_whatever_form_it
 
 def test_a_candidate_without_its_cosine_is_a_bug_upstream_not_a_cosine_of_zero() -> None:
     hits = [Hit(Passage(f"p{n}", "text", f"p{n}", "en"), 0.5, "as_written", None, signals)
-            for n, signals in enumerate([{"cosine": 0.4, "bm25": 2.0}, {"bm25": 3.0, "bm25_rank": 1}])]
+            for n, signals in enumerate([{"cosine": 0.4, "centered": 0.1, "bm25": 2.0}, {"bm25": 3.0, "bm25_rank": 1}])]
     with pytest.raises(ValueError, match="without its cosine"):
         feature_matrix(hits, SearchRequest("question", "kb", "en"), frozenset({3}))
     rows = feature_matrix(hits[:1], SearchRequest("question", "kb", "en"), frozenset({3}))
@@ -81,6 +81,6 @@ def test_path_z_scores_are_over_every_candidate_with_the_population_spread(colum
     assert not _columns([("en", "a", 0.5), ("de", "b", 0.5)])["dense_z"].any()
     bm25 = np.array([0.0, 2.0, 0.0, 5.0, 1.0])
     hits = [Hit(Passage(f"p{n}", "text", f"p{n}", "en"), 0.5, "as_written", None,
-                {"cosine": 0.5 - n / 100, "bm25": score}) for n, score in enumerate(bm25)]
+                {"cosine": 0.5 - n / 100, "centered": 0.1, "bm25": score}) for n, score in enumerate(bm25)]
     rows = feature_matrix(hits, SearchRequest("question", "kb", "en"), frozenset())
     assert rows[:, FEATURES.index("bm25_z")] == pytest.approx((bm25 - bm25.mean()) / bm25.std(), abs=1e-12)

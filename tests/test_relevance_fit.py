@@ -102,7 +102,7 @@ def test_every_calibration_input_is_constant_over_a_path() -> None:
 
     rng = np.random.default_rng(2)
     hits = [Hit(Passage(f"p{i % 7}-{lang}", "text " * int(rng.integers(5, 60)), f"p{i % 7}", lang), 0.0, "p",
-                frozenset({1, 2} if i % 4 else {3}), {"cosine": float(rng.random()), **(
+                frozenset({1, 2} if i % 4 else {3}), {"cosine": float(rng.random()), "centered": float(rng.random()), **(
                     {"bm25": float(rng.random() * 9), "bm25_rank": float(i)} if i % 3 else {})})
             for i, lang in enumerate(["de", "en", "zh", "ar", "sv", "en"] * 4)]
     rows = feature_matrix(hits, SearchRequest("q", "kb", "de"), frozenset({1, 2}))
@@ -245,7 +245,9 @@ def test_a_model_file_of_the_previous_release_predicts_what_that_release_did() -
 
     path = Path(__file__).parent / "fixtures" / "previous_release_model.json"
     fixture = json.loads(path.read_text(encoding="utf-8"))
-    rows = np.asarray(fixture["rows"])
+    stored = np.asarray(fixture["rows"])  # in that release's feature order: each column put where this one keeps it
+    rows = np.zeros((len(stored), len(FEATURES)))
+    rows[:, [FEATURES.index(name) for name in fixture["row_features"]]] = stored
     for variant, data in (("stored", fixture["model"]),
                           ("unnamed", {k: v for k, v in fixture["model"].items() if k != "calibration_inputs"})):
         model = RelevanceModel.from_dict(data)

@@ -160,12 +160,12 @@ def test_a_cached_arm_keeps_its_cut_and_its_lost_hits_are_counted(
     step = next(s for s in cold.steps if s.stage == "retrieve")
     arms = [[pid for pid, _ in arm["hits"]] for arm in step.data["arms"]]
     deleted = arms[1][0]  # a keyword hit, gone before the payload read
-    unscored = next(pid for pid in arms[0] if pid != deleted)  # a dense hit, gone before the cosine call
-    real_fetch, real_cosines = kb.collection.fetch, kb.collection.cosines
+    unscored = next(pid for pid in arms[0] if pid != deleted)  # a dense hit, gone before its vector was read
+    real_fetch, real_vectors = kb.collection.fetch, kb.collection.vectors
     monkeypatch.setattr(kb.collection, "fetch", lambda ids, *a: {pid: s for pid, s in real_fetch(ids, *a).items()
                                                                  if pid != deleted})
-    monkeypatch.setattr(kb.collection, "cosines", lambda vector, ids: {pid: c for pid, c in real_cosines(vector, ids)
-                                                                       .items() if pid != unscored})
+    monkeypatch.setattr(kb.collection, "vectors", lambda ids: {pid: v for pid, v in real_vectors(ids).items()
+                                                               if pid != unscored})
     fused_with = []
     monkeypatch.setattr(search, "fuse_arms", lambda *args, complete, **options: fused_with.append(complete)
                         or real_fuse_arms(*args, complete=complete, **options))

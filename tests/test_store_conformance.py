@@ -100,15 +100,19 @@ def test_dense_arm_is_exact_cosine_order(collection) -> None:
     assert results[0].terms is None and results[0].passage == expected[0].passage
 
 
-def test_cosines_are_the_engines_exact_scores_for_just_the_passages_asked(collection) -> None:
+def test_vectors_are_the_stored_ones_for_just_the_passages_asked(collection) -> None:
+    """Re-scoring's cosines are products with them: they must score as the engine does."""
     points = {p.passage.id: p for p in _points()}
     query = points["pl-en-1"].dense * 0.3 + points["us-en-1"].dense * 0.7
-    asked = ["se-sv-1", "gl-en-1", "pl-pl-1", "no-such-passage"]
-    cosines = collection.cosines(query, asked)
-    assert set(cosines) == {"se-sv-1", "gl-en-1", "pl-pl-1"}
-    for pid, cosine in cosines.items():
-        assert math.isclose(cosine, float(points[pid].dense @ query), rel_tol=1e-4, abs_tol=1e-6)
-    assert collection.cosines(query, []) == {}
+    asked = ["se-sv-1", "gl-en-1", "pl-pl-1", "no-such-passage", "se-sv-1"]
+    vectors = collection.vectors(asked)
+    assert set(vectors) == {"se-sv-1", "gl-en-1", "pl-pl-1"}
+    (engine,) = collection.query([ArmQuery(DENSE, dense=query)], None, 10)
+    scores = {hit.passage.id: hit.score for hit in engine}
+    for pid, vector in vectors.items():
+        assert vector.dtype == np.float32 and vector.shape == points[pid].dense.shape
+        assert math.isclose(float(vector @ query), scores[pid], rel_tol=1e-4, abs_tol=1e-6)
+    assert collection.vectors([]) == {}
 
 
 def test_an_arm_asked_for_terms_returns_each_hits_keyword_terms(collection) -> None:
@@ -178,11 +182,11 @@ def test_a_search_sees_every_write_made_before_it(collection) -> None:
     collection.forget_passages()  # what a cold timing does: the same answers, read afresh
     assert [[(h.passage, h.score, h.terms) for h in arm] for arm in collection.query(arms, None, 10)] == [
         [(h.passage, h.score, h.terms) for h in arm] for arm in (dense, keyword)]
-    assert math.isclose(collection.cosines(points[1].dense, ["se-sv-1"])["se-sv-1"],
+    assert math.isclose(float(collection.vectors(["se-sv-1"])["se-sv-1"] @ points[1].dense),
                         float(points[0].dense @ points[1].dense), rel_tol=1e-4, abs_tol=1e-6)
     moved = StoredPoint(changed.passage, points[1].dense, changed.sparse)  # the same passage, another vector
     collection.upsert([moved])
-    assert math.isclose(collection.cosines(points[1].dense, ["se-sv-1"])["se-sv-1"],
+    assert math.isclose(float(collection.vectors(["se-sv-1"])["se-sv-1"] @ points[1].dense),
                         float(points[1].dense @ points[1].dense), rel_tol=1e-4, abs_tol=1e-6)
 
 

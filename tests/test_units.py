@@ -165,7 +165,7 @@ def test_a_paths_arms_fuse_as_rankings_do_and_each_candidate_keeps_every_arms_si
                 [1, 2, 4])  # the third hit returned was dropped
     keyword = Arm("q/bm25", "bm25", [Scored(passages[p], s, array("I", [5])) for p, s in (("c", 20.0), ("d", 2.0))],
                   [1, 2])
-    cosines = {"a": 0.9, "b": 0.8, "c": 0.7, "d": 0.6}
+    cosines = {pid: {"cosine": value} for pid, value in (("a", 0.9), ("b", 0.8), ("c", 0.7), ("d", 0.6))}
     for method in ("zscore", "rrf", "max"):
         options = {"weights": [1.0, 0.5], "complete": [False, True]}
         fused = fuse_arms([dense, keyword], method, "q", cosines, **options)

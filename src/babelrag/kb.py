@@ -27,6 +27,7 @@ from babelrag.relevance.model import default_model, describe
 from babelrag.paths import cache_dir, default_store
 from babelrag.store import manifest as manifests
 from babelrag.store import journal
+from babelrag.store.language_vectors import LanguageCentroids, LanguageSums
 from babelrag.store.manifest import LanguageMix, Manifest
 from babelrag.store.base import Collection, Store, open_store
 from babelrag.store.copies import UNTRANSLATED
@@ -58,6 +59,8 @@ class KnowledgeBase:
         self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         self._memo_lock = threading.Lock()
         self._pivot_copies: Collection | None = None
+        self._centroids: tuple[dict[str, Any] | None, LanguageCentroids] | None = None  # and the record they came from
+        self._counting = threading.Lock()  # one count of an index's language sums at a time
 
     @property
     def manifest(self) -> Manifest:
@@ -68,6 +71,12 @@ class KnowledgeBase:
     def write_manifest(self, manifest: Manifest) -> None:
         """The one place a KB's manifest is written (its store keeps it as JSON)."""
         self.collection.write_manifest(manifest.stored())
+
+    def update_manifest(self, **fields: Any) -> None:
+        """These fields changed, the rest as stored now, in the KB's write turn: a manifest read, changed and
+        written back beside a write would put back what that write changed (its counts, its language sums)."""
+        with self.collection.writing():
+            self.write_manifest(self.manifest.model_copy(update=fields))
 
     def query_vectors(self, texts: list[str]) -> list[np.ndarray]:
         """Query embeddings, remembered (retrieval and dense re-scoring of a path share one); the
@@ -117,7 +126,8 @@ class KnowledgeBase:
                     if create:
                         self.store.drop(name)
             if self._pivot_copies is None and create:
-                manifest = {**self.manifest.model_copy(update={"kb": name, "pivot_copies": None}).stored(),
+                manifest = {**self.manifest.model_copy(update={"kb": name, "pivot_copies": None,
+                                                                "language_vectors": None}).stored(),
                             "copies_of": owner}
                 self._pivot_copies = self.store.create(name, spec_of(manifest), manifest)
             return self._pivot_copies
@@ -136,7 +146,7 @@ class KnowledgeBase:
             if self.store.exists(name):
                 self.store.drop(name)
         if self.manifest.pivot_copies is not None:
-            self.write_manifest(self.manifest.model_copy(update={"pivot_copies": None}))
+            self.update_manifest(pivot_copies=None)
 
     def identity(self) -> dict[str, Any]:
         """What tells this index's results apart: components, creation, last update, size, and the
@@ -170,7 +180,7 @@ class KnowledgeBase:
         query_embedder = embedder if cached_queries else getattr(embedder, "inner", embedder)
         kb = cls(name, store, collection, embedder, query_embedder)
         if unfinished is not None and collection.recovers:
-            kb.refresh_manifest()
+            kb.refresh_manifest(recount=True)
         return kb
 
     @classmethod
@@ -190,16 +200,54 @@ class KnowledgeBase:
             relevance=describe(default_model()))  # `rerank: learned` until `babelrag tune` fits its own
         return cls(name, store, store.create(name, spec, manifest.stored(), undo), embedder)
 
-    def refresh_manifest(self) -> None:
-        """Recount passages, documents and the language mix per country and scope (the KB-language sets)."""
+    def refresh_manifest(self, change: LanguageSums | None = None, recount: bool = False) -> None:
+        """Recount passages, documents and the language mix per country and scope (the KB-language sets), and
+        move each language's vector sum by what the write did (``change``: added minus removed); sums that still
+        disagree with the recount, or ``recount`` (after a write was undone: its change may or may not be in
+        them), are counted again from the stored vectors."""
         collection = self.collection
         languages = LanguageMix(
             all=collection.facet("lang"), global_=collection.facet("lang", Where(must=(Match("scope", (GLOBAL,)),))),
             countries={country: collection.facet("lang", Where(must=(Match("country", (country,)),)))
                        for country in collection.facet("country")})
-        self.write_manifest(self.manifest.model_copy(update={
-            "passages": collection.count(), "documents": collection.count(Where(must=(Match("chunk", (0,)),))),
-            "languages": languages, "updated_at": manifests.now()}))
+        manifest = self.manifest
+        passages = collection.count()
+        sums = self._language_sums(manifest.language_vectors, change, languages.all, passages, recount)
+        self.write_manifest(manifest.model_copy(update={
+            "passages": passages, "documents": collection.count(Where(must=(Match("chunk", (0,)),))),
+            "languages": languages, "language_vectors": sums.stored(), "updated_at": manifests.now()}))
+
+    def _language_sums(self, record: dict[str, Any] | None, change: LanguageSums | None, counts: dict[str, int],
+                       passages: int, recount: bool) -> LanguageSums:
+        held = _readable(record, self.embedder.dim)
+        moved = held.merged(change or LanguageSums()) if held is not None else None
+        if moved is not None and moved.counts() == counts and not recount:
+            return moved
+        why = ("a write undone" if recount else "not kept yet" if record is None else "unreadable" if held is None
+               else "counts differ")  # said on the progress line: a recount on every write would be a bug
+        return LanguageSums.of_points(self.collection.points(), passages, f"{self.name} ({why})")
+
+    def language_centroids(self) -> LanguageCentroids:
+        """The KB's language centroids as its manifest holds them now (remembered until a write changes them).
+        An index without readable sums (built before they were kept) has them counted from its stored vectors
+        once in this process, and stored by its next write: a search never writes the KB."""
+        record = self.collection.read_manifest().get("language_vectors")
+        with self._memo_lock:
+            if self._centroids is not None and self._centroids[0] == record:
+                return self._centroids[1]
+        dim = self.embedder.dim
+        sums = _readable(record, dim)
+        if sums is None:
+            with self._counting:  # searches on other threads wait here, then find them counted
+                with self._memo_lock:
+                    if self._centroids is not None and self._centroids[0] == record:
+                        return self._centroids[1]
+                sums = LanguageSums.of_points(self.collection.points(), self.collection.count(),
+                                              f"{self.name} (not kept yet)")
+        centroids = LanguageCentroids.of(sums, dim)
+        with self._memo_lock:
+            self._centroids = (record, centroids)
+        return centroids
 
     def delete(self, ids: Sequence[str] = (), doc_ids: Sequence[str] = (), everything: bool = False) -> int:
         """Remove records by id (every chunk of each), pages by ``doc_id`` (every language version and chunk),
@@ -212,6 +260,12 @@ class KnowledgeBase:
         if not conditions:
             raise ConfigError("delete: give record ids, doc ids, or everything=True")
         with self.collection.writing():
+            going = LanguageSums()  # what the delete takes out of each language's vector sum (everything: counted anew)
+            seen: set[str] = set()  # a passage matched by an id and by its doc id is taken out once
+            for point in () if everything else (p for where in conditions for p in self.collection.points(where)):
+                if point.passage.id not in seen:
+                    seen.add(point.passage.id)
+                    going.add((point,), sign=-1)
             removed = sum(self.collection.delete(where) for where in conditions)
             if (copies := self.pivot_copies()) is not None:  # a deleted passage's copy goes with it
                 for where in conditions:
@@ -221,7 +275,7 @@ class KnowledgeBase:
                     self.write_manifest(self.manifest.model_copy(update={"pivot_copies": record.model_copy(
                         update={"copies": copies.count(), "failed": stand_ins})}))
             if removed:
-                self.refresh_manifest()
+                self.refresh_manifest(going)
         return removed
 
     def close(self) -> None:
@@ -236,6 +290,14 @@ class KnowledgeBase:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _readable(record: dict[str, Any] | None, dim: int) -> LanguageSums | None:
+    """The language sums a manifest holds; None when it holds none or they cannot be read (counted again)."""
+    try:
+        return LanguageSums.parse(record, dim) if record is not None else None
+    except ValueError:
+        return None
 
 
 def _undo(collection: Collection, unfinished: dict[str, Any], name: str) -> None:
@@ -276,14 +338,16 @@ def copy_kb(source: KnowledgeBase, store: Store | str, name: str | None = None, 
         **built.components, "engine": manifests.engine_of(store.location)}}).stored()
     collection = store.create(name, spec_of(manifest), manifest, journal.creating())  # refuses one that exists by now
     try:
-        copied = 0
+        copied, sums = 0, LanguageSums()  # the copy's language sums are those of the points it got
         for page in pages(source.collection.points(), batch):
             collection.upsert(page)
+            sums.add(page)
             copied += len(page)
         collection.optimize()
         if collection.count() != copied or copied != source.collection.count():
             raise StoreError(f"copy of {source.name!r} to {store.location} holds {collection.count()} points "
                              f"of {source.collection.count()}")
+        collection.write_manifest({**manifest, "language_vectors": sums.stored()})
         journal.end(collection)
     except BaseException:
         collection.close()

@@ -267,7 +267,7 @@ def languages(
                 overrides.countries[country] = declared
             else:
                 overrides.countries.pop(country, None)
-            handle.write_manifest(manifest)
+            handle.update_manifest(language_overrides=overrides)
         countries = [country] if country else [None, *sorted(manifest.languages.countries)]
         for name in countries:
             out.print(f"{name or '(no country)'}: {', '.join(kb_languages(manifest, name, 'en'))}")

@@ -25,6 +25,7 @@ from babelrag.progress import progress
 from babelrag.retrieve import bm25
 from babelrag.store import journal
 from babelrag.store.base import Store
+from babelrag.store.language_vectors import LanguageSums
 from babelrag.store.schema import Match, StoredPoint, Where, check_kb_name, point_id, staging_name
 from babelrag.types import Passage
 
@@ -149,6 +150,7 @@ def _index(kb_name: str, records: Sequence[Located], store: Store, options: Inge
 def _write_all(kb: KnowledgeBase, records: Sequence[Located], passages: list[Passage], terms: list[list[str]],
                record_ids: list[str], created: bool, batch_size: int) -> float:
     """The write itself, under its undo journal (held in ``kb.collection.writing()``)."""
+    change = LanguageSums()  # what the write does to each language's vector sum: what it writes, less what it replaces
     if created:
         undo = journal.creating(record_ids)
     else:
@@ -156,16 +158,18 @@ def _write_all(kb: KnowledgeBase, records: Sequence[Located], passages: list[Pas
         before = [p for start in range(0, len(record_ids), 256) for p in kb.collection.points(
             Where(must=(Match("record_id", tuple(record_ids[start:start + 256])),)))]  # what a failure puts back
         undo = journal.begin(kb.collection, record_ids, before)  # survives a kill: undone at open
+        change.add(before, sign=-1)
     try:
-        embed_seconds = _write(kb, passages, terms, batch_size)
+        embed_seconds = _write(kb, passages, terms, batch_size, change)
         _delete_stale_chunks(kb, records, passages)
     except BaseException:
         if not created:
             journal.undo(kb.collection, undo)
-            kb.refresh_manifest()
+            kb.refresh_manifest(recount=True)
         raise
+    # the manifest before the journal ends: a write killed in between is undone at open, its sums counted anew
+    kb.refresh_manifest(change)
     journal.end(kb.collection)
-    kb.refresh_manifest()
     kb.collection.optimize()
     return embed_seconds
 
@@ -190,7 +194,9 @@ def _refuse_collisions(passages: Sequence[Passage], kb: KnowledgeBase | None) ->
                                                       f"'{kb.name}'; give it another id", field="id")
 
 
-def _write(kb: KnowledgeBase, passages: list[Passage], terms: list[list[str]], batch_size: int) -> float:
+def _write(kb: KnowledgeBase, passages: list[Passage], terms: list[list[str]], batch_size: int,
+           written: LanguageSums) -> float:
+    """Embedded and stored a batch at a time; every point stored is counted into ``written``."""
     avgdl = kb.manifest.bm25.avgdl
     embed_seconds = 0.0
     with progress(f"indexing {kb.name}", len(passages)) as advance:
@@ -200,8 +206,10 @@ def _write(kb: KnowledgeBase, passages: list[Passage], terms: list[list[str]], b
             tick = time.perf_counter()
             vectors = kb.embedder.embed([p.text for p in batch], "passage")
             embed_seconds += time.perf_counter() - tick
-            kb.collection.upsert([StoredPoint(p, vectors[i], bm25.document_vector(terms[start + i], avgdl))
-                                  for i, p in enumerate(batch)])
+            points = [StoredPoint(p, vectors[i], bm25.document_vector(terms[start + i], avgdl))
+                      for i, p in enumerate(batch)]
+            kb.collection.upsert(points)
+            written.add(points)
             advance(len(batch))
     return embed_seconds
 

@@ -212,4 +212,4 @@ def _record(kb: KnowledgeBase, copies: Collection, report: PivotCopiesReport, st
     copies.write_manifest({**copies.read_manifest(), "passages": report.copies})
     record = PivotCopiesRecord(lang=report.lang, translator=report.translator, copies=report.copies,
                                failed=stand_ins, updated_at=manifests.now())
-    kb.write_manifest(kb.manifest.model_copy(update={"pivot_copies": record}))
+    kb.update_manifest(pivot_copies=record)

@@ -36,6 +36,9 @@ FEATURES: tuple[str, ...] = (
     # language. Where every page exists in the question's language too, the keyword arm and the same-language
     # version are evidence the cross-lingual layouts (which dominate training) teach the model to discount
     "par_share", "hybrid:par_share", "same_lang:par_share", "page_same_lang:par_share", "bm25_z:par_share",
+    # the cosine with the KB's language centroids taken out of both sides (store/language_vectors.py): the
+    # embedder's per-language offset measured on the whole KB rather than on the path's own candidates
+    "centered", "centered_gap", "centered_z",
 )
 KEYWORD_WEIGHT = 0.5  # the ``hybrid`` feature: zscore fusion's own combination of the two arms
 # Gated copies (``name:cross``: the feature on a path whose candidates are not all in its language, else 0).
@@ -143,16 +146,16 @@ def _coverage(hits: Sequence[Hit], query_terms: frozenset[int]) -> np.ndarray:
 
 def feature_matrix(hits: Sequence[Hit], request: SearchRequest, query_terms: frozenset[int]) -> np.ndarray:
     """One row per hit, columns in ``FEATURES`` order. Every hit carries its cosine to the path's re-scoring
-    text (retrieved with ``rescoring``): a missing one is a bug upstream, not a cosine of 0."""
+    text and the centered one (retrieved with ``rescoring``): a missing one is a bug upstream, not a cosine of 0."""
     n = len(hits)
     if n == 0:
         return np.zeros((0, len(FEATURES)))
     try:  # what each candidate's signals say, read in one pass (a keyword rank past every candidate: not returned)
-        read = np.array([(s["cosine"], s.get("bm25", 0.0), s.get("bm25_rank", n + 1))
+        read = np.array([(s["cosine"], s["centered"], s.get("bm25", 0.0), s.get("bm25_rank", n + 1))
                          for s in (h.signals for h in hits)], dtype=np.float64)
     except KeyError:
-        raise ValueError("learned relevance: a candidate without its cosine (retrieve with rescoring)") from None
-    dense, bm25, bm25_rank = read.T
+        raise ValueError("learned relevance: a candidate without its cosines (retrieve with rescoring)") from None
+    dense, centered, bm25, bm25_rank = read.T
     dense_rank = np.empty(n)
     dense_rank[np.argsort(-dense, kind="stable")] = np.arange(1, n + 1)
     coverage = _coverage(hits, query_terms)
@@ -198,7 +201,9 @@ def feature_matrix(hits: Sequence[Hit], request: SearchRequest, query_terms: fro
         "mono_path": np.full(n, mono), "hybrid:mono_path": hybrid * mono, "pool_size": np.full(n, np.log(n)),
         "par_share": np.full(n, parallel), "hybrid:par_share": hybrid * parallel,
         "same_lang:par_share": same_lang * parallel, "page_same_lang:par_share": page_same * parallel,
-        "bm25_z:par_share": bm25_z * parallel, PIVOT_COPY: np.full(n, float(request.index == "pivot_copies")),
+        "bm25_z:par_share": bm25_z * parallel,
+        "centered": centered, "centered_gap": centered - centered.max(), "centered_z": _standardised(centered),
+        PIVOT_COPY: np.full(n, float(request.index == "pivot_copies")),
     }
     ungated = np.array([columns[name] for name in _UNGATED]).T
     return np.hstack([ungated, ungated[:, _GATED_FROM] * (1.0 - mono), columns[PIVOT_COPY][:, None]])

@@ -41,22 +41,22 @@ class Arm:
         return "cosine" if self.signal == DENSE else "bm25"
 
     def add_signals(self, signals: list[dict[str, float]], candidates: list[int],
-                    cosines: Mapping[str, float] | None) -> None:
+                    rescored: Mapping[str, Mapping[str, float]] | None) -> None:
         """Each hit's signals written into ``signals`` (one dict per candidate; ``candidates``: each hit's candidate
         number), in place, so fused candidates need no dict per hit to merge: the arm's score and rank, and with
-        ``cosines`` the hit's cosine to the path's re-scoring text."""
+        ``rescored`` what re-scoring reads of the hit (its cosine to the path's re-scoring text, ``search._cosines``)."""
         score, rank = self.signal, f"{self.signal}_rank"
         for i, s, r in zip(candidates, self.hits, self.ranks, strict=True):
             own = signals[i]
             own[score] = s.score
             own[rank] = r
-            if cosines is not None:
-                own["cosine"] = cosines[s.passage.id]
+            if rescored is not None:
+                own.update(rescored[s.passage.id])
 
-    def ranking(self, cosines: Mapping[str, float] | None, label: str | None = None) -> Ranking:
+    def ranking(self, rescored: Mapping[str, Mapping[str, float]] | None, label: str | None = None) -> Ranking:
         """The arm alone, as a path's ranking (a path with one arm)."""
         signals: list[dict[str, float]] = [{} for _ in self.hits]
-        self.add_signals(signals, list(range(len(self.hits))), cosines)
+        self.add_signals(signals, list(range(len(self.hits))), rescored)
         hits = [Hit(s.passage, s.score, self.label, s.terms, own) for s, own in zip(self.hits, signals)]
         return Ranking(label or self.label, self.scorer, tuple(hits))
 
@@ -149,11 +149,11 @@ def _numbered(rankings: Sequence[Sequence[Scored | Hit]]) -> tuple[list[tuple[in
     return kept, positions, best_rank
 
 
-def fuse_arms(arms: Sequence[Arm], method: str, label: str, cosines: Mapping[str, float] | None = None,
+def fuse_arms(arms: Sequence[Arm], method: str, label: str, rescored: Mapping[str, Mapping[str, float]] | None = None,
               rrf_k: int = 60, weights: Sequence[float] | None = None,
               complete: Sequence[bool] | None = None) -> Ranking:
-    """One path's candidates from its arms: each keeps every arm's signals (with ``cosines``, its cosine to the
-    path's re-scoring text, which every hit must have) and the fused score as signal ``method``; its hit is the
+    """One path's candidates from its arms: each keeps every arm's signals (with ``rescored``, what re-scoring reads
+    of it, which every hit must have) and the fused score as signal ``method``; its hit is the
     first arm's that found it, or the first that carries keyword terms. ``complete[i]``: arm i returned every
     passage its scorer scores above zero (fewer than asked)."""
     nonempty = [i for i, arm in enumerate(arms) if arm.hits]
@@ -162,11 +162,11 @@ def fuse_arms(arms: Sequence[Arm], method: str, label: str, cosines: Mapping[str
     if not arms:
         return Ranking(label, method)
     if len(arms) == 1 and method == "max":
-        return arms[0].ranking(cosines, label)
+        return arms[0].ranking(rescored, label)
     kept, positions, best_rank = _numbered([arm.hits for arm in arms])
     signals: list[dict[str, float]] = [{} for _ in kept]  # per candidate: every arm's signals, in arm order
     for arm, where in zip(arms, positions):
-        arm.add_signals(signals, where.tolist(), cosines)
+        arm.add_signals(signals, where.tolist(), rescored)
     scorers = [arm.scorer for arm in arms]
     scores = [np.array([hit.score for hit in arm.hits], dtype=np.float64) for arm in arms]
     totals = _totals(method, len(kept), positions, scores, weights, flags, rrf_k, len(set(scorers)) == 1)

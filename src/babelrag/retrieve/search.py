@@ -43,20 +43,26 @@ def _from_cache(collection: Collection, cached: list[CachedArm], with_terms: boo
             for _, scorer, hits, _ in cached]
 
 
-def _cosines(kb: KnowledgeBase, collection: Collection, request: SearchRequest, arms: Sequence[str],
-             scored: Sequence[Sequence[Scored]]) -> tuple[dict[str, float], set[str]]:
-    """Every candidate's cosine to the text the path is re-scored against (signal ``cosine``): the dense
-    arm's own score when that text is the path's own, else computed by the engine for the candidates that
-    lack it (keyword-only hits; every hit of a path re-scored against another text); and the candidates
-    deleted meanwhile, which have none."""
+def _rescored(kb: KnowledgeBase, collection: Collection, request: SearchRequest, arms: Sequence[str],
+             scored: Sequence[Sequence[Scored]]) -> tuple[dict[str, dict[str, float]], set[str]]:
+    """What re-scoring reads of every candidate: its cosine to the text the path is re-scored against (signal
+    ``cosine``: the dense arm's own score when that text is the path's own, else the stored vector's product with
+    it) and the same cosine with the language centroids taken out (``centered``, store/language_vectors.py);
+    and the candidates deleted meanwhile, which have neither."""
     own = request.rerank_text is None
     known = {s.passage.id: s.score for arm, hits in zip(arms, scored) if own and arm == DENSE for s in hits}
-    missing = [pid for pid in dict.fromkeys(s.passage.id for hits in scored for s in hits) if pid not in known]
-    if not missing:
-        return known, set()
-    found = collection.cosines(kb.query_vector(request.rerank_text or request.text), missing)
-    known.update(found)
-    return known, set(missing) - found.keys()
+    candidates = {s.passage.id: s.passage.lang for hits in scored for s in hits}
+    stored = collection.vectors(list(candidates))
+    if not stored:
+        return {}, set(candidates)
+    query = kb.query_vector(request.rerank_text or request.text)
+    ids = list(stored)
+    vectors = np.stack([stored[pid] for pid in ids])
+    products = (vectors @ np.asarray(query, dtype=np.float32)).tolist()
+    centered = kb.language_centroids().cosines(query, request.lang, vectors, [candidates[pid] for pid in ids])
+    rescored = {pid: {"cosine": known.get(pid, product), "centered": value}
+                for pid, product, value in zip(ids, products, centered.tolist())}
+    return rescored, set(candidates) - stored.keys()
 
 
 def searched(kb: KnowledgeBase, request: SearchRequest) -> Collection:
@@ -89,7 +95,7 @@ def _arm_queries(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig
 def retrieve(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, trace: Trace,
              rescoring: bool = False, cache: RetrievalCache | None = None) -> Ranking:
     """Candidates for one request: each arm's top ``candidates``, fused when hybrid. ``rescoring``: each
-    carries what a re-scorer reads (its cosine to the re-scoring text, ``_cosines``; keyword terms)."""
+    carries what a re-scorer reads (its cosines to the re-scoring text, ``_rescored``; keyword terms)."""
     collection = searched(kb, request)
     where = copies_where(request.filter) if request.index == "pivot_copies" else where_for(request.filter)
     key = cache.key(kb, request, config) if cache else None
@@ -112,7 +118,7 @@ def retrieve(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, tr
             if cache:
                 cache.put(key, [(label, "cosine" if kind == DENSE else "bm25", [(s.passage.id, s.score) for s in hits],
                                  done) for label, kind, hits, done in zip(labels, kinds, scored, complete)])
-        cosines, lacking = _cosines(kb, collection, request, kinds, scored) if rescoring else (None, set())
+        rescored, lacking = _rescored(kb, collection, request, kinds, scored) if rescoring else (None, set())
         found = [_arm(label, kind, hits, lacking) for label, kind, hits in zip(labels, kinds, scored, strict=True)]
         if rescoring:  # candidates deleted before their cosine was read drop out too
             vanished += sum(len(hits) for hits in scored) - sum(len(arm.hits) for arm in found)
@@ -120,9 +126,9 @@ def retrieve(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, tr
         if vanished:  # hits of passages deleted while this search ran: left out, counted per arm
             record["vanished"] = vanished
     if len(found) < 2:
-        return found[0].ranking(cosines, request.label) if found else Ranking(request.label, "none")
+        return found[0].ranking(rescored, request.label) if found else Ranking(request.label, "none")
     with trace.step("fuse", request.label, method=config.fusion) as record:
-        fused = fuse_arms(found, config.fusion, request.label, cosines, config.rrf_k,
+        fused = fuse_arms(found, config.fusion, request.label, rescored, config.rrf_k,
                           weights=[1.0 if arm.signal == DENSE else config.keyword_weight for arm in found],
                           complete=complete)
         record["ranking"] = fused.to_trace(TRACE_HITS)

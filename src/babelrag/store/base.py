@@ -46,9 +46,9 @@ class Collection(Protocol):
         """Each arm's top ``limit`` passages with their scores (and keyword terms where the arm asks)."""
         ...
 
-    def cosines(self, vector: np.ndarray, passage_ids: Sequence[str]) -> dict[str, float]:
-        """Each of these passages' dense score against ``vector`` (the engine's: the stored vector's dot product
-        with it), for re-scoring a path's candidates. A passage not stored is left out."""
+    def vectors(self, passage_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """Each of these passages' stored dense vector (float32; read-only: an adapter may share it between
+        searches), for re-scoring a path's candidates. A passage not stored is left out."""
         ...
 
     def fetch(self, passage_ids: Sequence[str], with_terms: bool = False) -> dict[str, Scored]: ...

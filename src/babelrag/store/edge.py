@@ -198,18 +198,13 @@ class EdgeCollection:
             known[record.id.int] = (passage_of(record.payload), array("I", term_indices(record) or ()))
         return known
 
-    def cosines(self, vector: np.ndarray, passage_ids: Sequence[str]) -> dict[str, float]:
-        """The dense score the engine gives (the stored vector's dot product with ``vector``), from the stored
-        vectors kept between searches (``PassageCache.vectors``): one product here instead of an engine call per
-        search, the same score to float32 rounding."""
+    def vectors(self, passage_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """From the stored vectors kept between searches (``PassageCache.vectors``): a re-scoring search's
+        candidates come back search after search, so this is mostly no engine call at all."""
         if not passage_ids:
             return {}
         deadline.check("scoring the candidates")
-        stored = self._loaded.passages.vectors(list(dict.fromkeys(passage_ids)), self._read_vectors)
-        if not stored:
-            return {}
-        scores = np.stack(list(stored.values())) @ np.asarray(vector, dtype=np.float32).reshape(-1)
-        return dict(zip(stored, scores.tolist()))
+        return self._loaded.passages.vectors(list(dict.fromkeys(passage_ids)), self._read_vectors)
 
     def _read_vectors(self, passage_ids: list[str]) -> dict[str, np.ndarray]:
         """The stored dense vectors of these passages (one engine call); a passage not stored is left out."""

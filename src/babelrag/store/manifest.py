@@ -123,6 +123,9 @@ class Manifest(BaseModel):
     profile: dict[str, Any] | None = None
     relevance: dict[str, Any] | None = None
     pivot_copies: PivotCopiesRecord | None = None
+    # each language's passage count and vector sum (store/language_vectors.py); None: not counted yet (an index
+    # built before they were kept), counted from the stored vectors when next needed
+    language_vectors: dict[str, dict[str, Any]] | None = None
     instance: str | None = None  # set at creation: tells a KB from an earlier one of the same name (a rebuild)
 
     @classmethod
@@ -147,7 +150,8 @@ def new_manifest(kb: str, *, embedder_spec: dict[str, Any], embedder_fingerprint
                     components=components(embedder_fingerprint, engine),
                     embedder=EmbedderRecord(spec=embedder_spec, dim=dim), collection=collection,
                     bm25=Bm25Record.model_validate(bm25), chunking=Chunking.model_validate(chunking),
-                    detect_languages=detect_languages, passages=0, documents=0, relevance=relevance)
+                    detect_languages=detect_languages, passages=0, documents=0, relevance=relevance,
+                    language_vectors={})
 
 
 def differences(manifest: Manifest, current: dict[str, str]) -> list[tuple[str, object, object]]:

@@ -121,16 +121,13 @@ class RemoteCollection:
         return [ArmHits(tuple(scored_of(p, p.score, arm.with_terms) for p in response.points), len(response.points))
                 for arm, response in zip(arms, responses, strict=True)]
 
-    def cosines(self, vector: np.ndarray, passage_ids: Sequence[str]) -> dict[str, float]:
+    def vectors(self, passage_ids: Sequence[str]) -> dict[str, np.ndarray]:
         by_point = {point_id(pid): pid for pid in passage_ids}
         if not by_point:
             return {}
         deadline.check("scoring the candidates")
-        response = self._client.query_points(
-            self.name, query=[float(x) for x in vector], using=DENSE, limit=len(by_point),
-            query_filter=qm.Filter(must=[qm.HasIdCondition(has_id=list(by_point))]), with_payload=False,
-            search_params=qm.SearchParams(exact=True))
-        return {by_point[str(p.id)]: float(p.score) for p in response.points}
+        records = self._client.retrieve(self.name, list(by_point), with_payload=False, with_vectors=[DENSE])
+        return {by_point[str(record.id)]: np.asarray(record.vector[DENSE], dtype=np.float32) for record in records}
 
     def forget_passages(self) -> None:
         """Nothing to forget: every search reads its hits' payloads from the server."""

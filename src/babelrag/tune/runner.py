@@ -189,8 +189,7 @@ def tune(kb: KnowledgeBase, golden: Sequence[GoldenQuestion], options: TuneOptio
                    "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S")},
         "tuned_on": sorted({question_hash(q.question) for q in dev})})
     if options.store_with_kb:
-        kb.write_manifest(kb.manifest.model_copy(update={
-            "profile": profile.model_dump(mode="json"), "relevance": describe(model, ("variant",))}))
+        kb.update_manifest(profile=profile.model_dump(mode="json"), relevance=describe(model, ("variant",)))
     measured = {o: {options.objective: sum(r.objective for r in rows) / len(rows), "llm_calls": costs[o]}
                 for o, rows in results.items()}
     return TuneResult(profile, model, fitted, len(dev), asked, measured)
