@@ -3,6 +3,8 @@ stored vectors through every kind of write, an index without them (or with a dam
 and re-scoring's ``centered`` signal is the cosine with those centroids taken out of both sides."""
 from __future__ import annotations
 
+import base64
+import contextlib
 import json
 from pathlib import Path
 
@@ -83,23 +85,49 @@ def test_a_write_undone_or_copied_leaves_sums_equal_to_a_count(tmp_path: Path, s
     monkeypatch.undo()
     with KnowledgeBase.open("kb", store) as kb:
         _assert_current(kb)
+        assert next(p for p in kb.collection.scroll() if p.id == "d0").text == DOCS[0]["text"]
+        # the copy's sums are those of the points it got, not the source's record (here right in counts only)
+        wrong = LanguageSums({lang: (count, np.zeros(kb.embedder.dim)) for lang, count in kb.manifest.languages.all.items()})
+        kb.update_manifest(language_vectors=wrong.stored())
         with copy_kb(kb, str(tmp_path / "elsewhere"), "copied", batch=2) as copied:
             _assert_current(copied)
 
 
+def _encoded(values: np.ndarray) -> str:
+    return base64.b64encode(values.astype("<f8").tobytes()).decode("ascii")
+
+
+def _damaged(dim: int, counts: dict[str, int]) -> list[tuple[object, str]]:
+    """Records a manifest may hold after damage or tampering, each with why it is counted again."""
+    sized = 4 * -(-8 * dim // 3)
+    right_counts = {lang: {"count": count, "sum": _encoded(np.zeros(dim))} for lang, count in counts.items()}
+    return [(None, "not kept yet"), ({"sv": {"count": 2, "sum": "not base64!"}}, "unreadable"),
+            ({"sv": {"count": 1}}, "unreadable"), ({"sv": {"count": 2, "sum": "!" * sized}}, "unreadable"),
+            ({"sv": {"count": 2, "sum": _encoded(np.full(dim, np.nan))}}, "unreadable"),
+            ({"sv": {"count": 2, "sum": _encoded(np.full(dim, 1e300))}}, "unreadable"),
+            ({"sv": 5}, "unreadable"), ([], "unreadable"), ("x", "unreadable"),
+            ({**right_counts, "sv": {"count": 1, "sum": _encoded(np.zeros(dim))}}, "counts differ")]
+
+
 def test_an_index_without_the_sums_or_with_a_damaged_record_has_them_counted(tmp_path: Path, store_of) -> None:  # noqa: ANN001
-    """By the search that needs them, in memory (a search never writes the KB), and stored by the next write."""
-    store = store_of(DOCS, tmp_path)
-    for damage, going in ((None, "d2"), ({"sv": {"count": 2, "sum": "not base64!"}}, "d3"), ({"sv": {"count": 1}}, "d4")):
+    """By the search that needs them, in memory (a search never writes the KB), said in a warning, and stored by
+    the next write; a record of any shape keeps no KB from opening."""
+    store = store_of(DOCS + [{"id": f"x{n}", "text": f"Extra text {n}.", "lang": "en"} for n in range(10)], tmp_path)
+    with KnowledgeBase.open("kb", store) as kb:
+        cases = _damaged(kb.embedder.dim, kb.manifest.languages.all)
+    for n, (damage, why) in enumerate(cases):
         with KnowledgeBase.open("kb", store) as kb:
             truth = _counted_again(kb)
             kb.write_manifest(kb.manifest.model_copy(update={"language_vectors": damage}))
         with KnowledgeBase.open("kb", store) as kb:
-            centroids = kb.language_centroids()
+            with pytest.warns(RuntimeWarning, match=rf"counted from its stored vectors \({why}\)"):
+                centroids = kb.language_centroids()
             assert kb.manifest.language_vectors == damage  # not written by a search
             expected = LanguageCentroids.of(LanguageSums(truth), kb.embedder.dim)
             assert centroids.rows == expected.rows and np.allclose(centroids.matrix, expected.matrix, atol=1e-6)
-            assert kb.delete(ids=[going]) == 1
+            wrong = why != "not kept yet"  # sums that went wrong are said again by the write that stores them
+            with pytest.warns(RuntimeWarning, match="stored now") if wrong else contextlib.nullcontext():
+                assert kb.delete(ids=[f"x{n}"]) == 1
             _assert_current(kb)
 
 
@@ -111,7 +139,8 @@ def test_counts_that_disagree_with_the_index_are_counted_again(tmp_path: Path, s
         stale = LanguageSums.parse(kb.manifest.language_vectors, dim).add(
             [StoredPoint(Passage("x", "x", "x", "sv"), np.ones(dim, dtype=np.float32), None)])
         kb.write_manifest(kb.manifest.model_copy(update={"language_vectors": stale.stored()}))
-        kb.refresh_manifest()
+        with pytest.warns(RuntimeWarning, match=r"\(counts differ\)"):
+            kb.refresh_manifest()
         _assert_current(kb)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
 from functools import cache
@@ -59,7 +60,7 @@ class KnowledgeBase:
         self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         self._memo_lock = threading.Lock()
         self._pivot_copies: Collection | None = None
-        self._centroids: tuple[dict[str, Any] | None, LanguageCentroids] | None = None  # and the record they came from
+        self._centroids: tuple[tuple[Any, Any], LanguageCentroids] | None = None  # and the record they came from
         self._counting = threading.Lock()  # one count of an index's language sums at a time
 
     @property
@@ -217,36 +218,48 @@ class KnowledgeBase:
             "passages": passages, "documents": collection.count(Where(must=(Match("chunk", (0,)),))),
             "languages": languages, "language_vectors": sums.stored(), "updated_at": manifests.now()}))
 
-    def _language_sums(self, record: dict[str, Any] | None, change: LanguageSums | None, counts: dict[str, int],
-                       passages: int, recount: bool) -> LanguageSums:
+    def _language_sums(self, record: Any, change: LanguageSums | None, counts: dict[str, int], passages: int,
+                       recount: bool) -> LanguageSums:
+        if not counts:  # the index holds nothing (everything deleted): nothing to sum
+            return LanguageSums()
         held = _readable(record, self.embedder.dim)
         moved = held.merged(change or LanguageSums()) if held is not None else None
         if moved is not None and moved.counts() == counts and not recount:
             return moved
-        why = ("a write undone" if recount else "not kept yet" if record is None else "unreadable" if held is None
-               else "counts differ")  # said on the progress line: a recount on every write would be a bug
+        why = "a write undone" if recount else _why_counted(record, held)
+        return self._counted(why, passages, warn=why in ("unreadable", "counts differ"), then="stored now")
+
+    def _counted(self, why: str, passages: int, warn: bool, then: str) -> LanguageSums:
+        """The language sums counted again from the stored vectors, said on the progress line, and as a warning
+        when ``warn`` (sums that went wrong, or a search counting them in every new process): seen where progress
+        lines are off. A write's planned recount (after an undo, or of an index built before the sums) is not."""
+        if warn:
+            warnings.warn(f"KB {self.name!r}: language centroids counted from its stored vectors ({why}); {then}",
+                          RuntimeWarning, stacklevel=3)
         return LanguageSums.of_points(self.collection.points(), passages, f"{self.name} ({why})")
 
     def language_centroids(self) -> LanguageCentroids:
         """The KB's language centroids as its manifest holds them now (remembered until a write changes them).
-        An index without readable sums (built before they were kept) has them counted from its stored vectors
-        once in this process, and stored by its next write: a search never writes the KB."""
-        record = self.collection.read_manifest().get("language_vectors")
+        Sums that are missing (an index built before they were kept), unreadable, or whose counts disagree with
+        the manifest's language mix (a write cut off between the two) are counted from the stored vectors once
+        in this process, and stored by the KB's next write: a search never writes the KB."""
+        stored = self.collection.read_manifest()
+        record, counts = stored.get("language_vectors"), (stored.get("languages") or {}).get("all")
         with self._memo_lock:
-            if self._centroids is not None and self._centroids[0] == record:
+            if self._centroids is not None and self._centroids[0] == (record, counts):
                 return self._centroids[1]
         dim = self.embedder.dim
         sums = _readable(record, dim)
-        if sums is None:
+        if sums is None or sums.counts() != counts:
             with self._counting:  # searches on other threads wait here, then find them counted
                 with self._memo_lock:
-                    if self._centroids is not None and self._centroids[0] == record:
+                    if self._centroids is not None and self._centroids[0] == (record, counts):
                         return self._centroids[1]
-                sums = LanguageSums.of_points(self.collection.points(), self.collection.count(),
-                                              f"{self.name} (not kept yet)")
+                sums = self._counted(_why_counted(record, sums), self.collection.count(), warn=True,
+                                     then="counted again in each new process until the KB's next write")
         centroids = LanguageCentroids.of(sums, dim)
         with self._memo_lock:
-            self._centroids = (record, centroids)
+            self._centroids = ((record, counts), centroids)
         return centroids
 
     def delete(self, ids: Sequence[str] = (), doc_ids: Sequence[str] = (), everything: bool = False) -> int:
@@ -292,12 +305,17 @@ class KnowledgeBase:
         self.close()
 
 
-def _readable(record: dict[str, Any] | None, dim: int) -> LanguageSums | None:
+def _readable(record: Any, dim: int) -> LanguageSums | None:
     """The language sums a manifest holds; None when it holds none or they cannot be read (counted again)."""
     try:
         return LanguageSums.parse(record, dim) if record is not None else None
     except ValueError:
         return None
+
+
+def _why_counted(record: Any, held: LanguageSums | None) -> str:
+    """Why sums are counted again, for the progress line and the warning."""
+    return "not kept yet" if record is None else "unreadable" if held is None else "counts differ"
 
 
 def _undo(collection: Collection, unfinished: dict[str, Any], name: str) -> None:

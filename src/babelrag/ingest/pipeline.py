@@ -164,8 +164,8 @@ def _write_all(kb: KnowledgeBase, records: Sequence[Located], passages: list[Pas
         _delete_stale_chunks(kb, records, passages)
     except BaseException:
         if not created:
-            journal.undo(kb.collection, undo)
-            kb.refresh_manifest(recount=True)
+            journal.undo(kb.collection, undo)  # the index as before: the sums as stored (checked by their counts)
+            kb.refresh_manifest()
         raise
     # the manifest before the journal ends: a write killed in between is undone at open, its sums counted anew
     kb.refresh_manifest(change)

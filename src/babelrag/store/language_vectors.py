@@ -20,6 +20,7 @@ vectors: it is derived data, nothing is lost.
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,10 @@ from babelrag.progress import progress
 from babelrag.store.schema import StoredPoint
 
 SHRINK = 5.0
+# no stored vector has a coordinate past this (embedders' vectors have length about 1): a sum beyond it, per
+# passage counted, is damaged, and would turn the float32 centroids into infinities
+SUM_BOUND = 1e6
+_CODE = re.compile(r"[a-z]{2,3}(-[A-Za-z0-9]{1,8})?")  # what an error may repeat of a record's key
 
 
 class LanguageSums:
@@ -65,13 +70,15 @@ class LanguageSums:
                 for lang, (count, total) in sorted(self.sums.items())}
 
     @classmethod
-    def parse(cls, stored: Mapping[str, Mapping[str, Any]], dim: int) -> LanguageSums:
+    def parse(cls, stored: Any, dim: int) -> LanguageSums:
         """The record a manifest holds; ``ValueError`` naming the language whose entry is malformed (a name that is
-        not a short language code is not repeated). Sizes are checked before anything is decoded."""
+        not a language code is not repeated). Sizes are checked before anything is decoded."""
+        if not isinstance(stored, Mapping):
+            raise ValueError("language_vectors: a mapping of language to count and sum expected")
         encoded = 4 * -(-8 * dim // 3)  # base64 of dim float64s
         sums = {}
         for lang, entry in stored.items():
-            where = f"language_vectors.{lang}" if isinstance(lang, str) and len(lang) <= 16 else "language_vectors"
+            where = f"language_vectors.{lang}" if isinstance(lang, str) and _CODE.fullmatch(lang) else "language_vectors"
             text, count = (entry.get("sum"), entry.get("count")) if isinstance(entry, Mapping) else (None, None)
             if not isinstance(text, str) or len(text) != encoded or type(count) is not int or count < 0:
                 raise ValueError(f"{where}: a count ≥ 0 and the base64 sum of {dim} numbers expected")
@@ -79,8 +86,8 @@ class LanguageSums:
                 total = np.frombuffer(base64.b64decode(text, validate=True), dtype="<f8").astype(np.float64)
             except ValueError:
                 raise ValueError(f"{where}: the sum is not base64") from None
-            if not np.all(np.isfinite(total)):
-                raise ValueError(f"{where}: the sum holds a number that is not finite")
+            if not np.all(np.abs(total) <= SUM_BOUND * max(count, 1)):  # NaN fails too
+                raise ValueError(f"{where}: the sum holds a number out of range for its count")
             sums[lang] = (count, total)
         return cls(sums)
 

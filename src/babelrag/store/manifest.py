@@ -124,8 +124,9 @@ class Manifest(BaseModel):
     relevance: dict[str, Any] | None = None
     pivot_copies: PivotCopiesRecord | None = None
     # each language's passage count and vector sum (store/language_vectors.py); None: not counted yet (an index
-    # built before they were kept), counted from the stored vectors when next needed
-    language_vectors: dict[str, dict[str, Any]] | None = None
+    # built before they were kept), counted from the stored vectors when next needed. Typed loosely on purpose:
+    # a damaged record is derived data, counted again (kb.py), and must not keep the KB from opening
+    language_vectors: Any = None
     instance: str | None = None  # set at creation: tells a KB from an earlier one of the same name (a rebuild)
 
     @classmethod
