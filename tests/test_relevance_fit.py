@@ -423,3 +423,14 @@ def test_a_fitted_model_gets_copy_weights_afterwards_each_fold_without_the_quest
         assert np.allclose(fold.kind_coef["pivot_copies"], alone.kind_coef["pivot_copies"])
     with pytest.raises(ConfigError, match="need 30 paths"):
         fit_kind(model, "pivot_copies", copy_rows[:200], copy_labels[:200], copy_texts[:200], copy_path[:200])
+
+
+def test_a_far_off_candidate_gets_probability_zero_without_an_overflow_warning() -> None:
+    import warnings
+
+    from babelrag.relevance.model import sigmoid
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the naive 1 / (1 + e^-x) overflows at x = -1000 and warns
+        got = sigmoid(np.array([-1000.0, -2.0, 0.0, 2.0, 1000.0]))
+    np.testing.assert_allclose(got, [0.0, 1 / (1 + np.exp(2.0)), 0.5, 1 / (1 + np.exp(-2.0)), 1.0], rtol=1e-12)

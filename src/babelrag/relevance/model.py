@@ -96,7 +96,7 @@ class RelevanceModel:
                 slope, offset, *weights = own
                 mine = kinds == number
                 logits[mine] = slope * logits[mine] + offset + context[mine] @ np.asarray(weights)
-        return 1.0 / (1.0 + np.exp(-logits))
+        return sigmoid(logits)
 
     def calibration_context(self, rows: np.ndarray, logits: np.ndarray, paths: np.ndarray) -> np.ndarray:
         """The calibration's inputs besides the logit, one column per ``calibration_inputs``: features constant
@@ -278,6 +278,12 @@ def _weights(data: Mapping[str, Any], features: int, where: str) -> tuple[np.nda
 
 def question_hash(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
+
+
+def sigmoid(logits: np.ndarray) -> np.ndarray:
+    """1 / (1 + e^-x) without overflowing for a very negative logit (a far-off candidate: probability 0, and no
+    RuntimeWarning on the user's console)."""
+    return np.exp(-np.logaddexp(0.0, -logits))
 
 
 @cache
