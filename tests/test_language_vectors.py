@@ -219,3 +219,18 @@ def test_a_write_killed_after_its_manifest_is_undone_with_its_sums(tmp_path: Pat
     with KnowledgeBase.open("kb", store) as kb:
         assert next(p for p in kb.collection.scroll() if p.id == "d0").text == DOCS[0]["text"]
         _assert_current(kb)
+
+
+def test_a_search_counting_an_old_index_stops_at_its_deadline_and_remembers_nothing(tmp_path: Path, store_of) -> None:  # noqa: ANN001
+    from babelrag import deadline
+
+    store = store_of(DOCS, tmp_path)
+    with KnowledgeBase.open("kb", store) as kb:
+        kb.write_manifest(kb.manifest.model_copy(update={"language_vectors": None}))  # an index from before the sums
+        with deadline.limit(0.0), pytest.warns(RuntimeWarning, match="not kept yet"), \
+                pytest.raises(deadline.DeadlineExceeded, match="counting language centroids"):
+            kb.language_centroids()
+        with pytest.warns(RuntimeWarning, match="not kept yet"):  # counted afresh, not a half count remembered
+            centroids = kb.language_centroids()
+        expected = LanguageCentroids.of(LanguageSums(_counted_again(kb)), kb.embedder.dim)
+        assert centroids.rows == expected.rows and np.allclose(centroids.matrix, expected.matrix, atol=1e-6)

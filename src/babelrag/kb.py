@@ -12,7 +12,7 @@ import os
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from functools import cache
 from typing import Any
 
@@ -32,7 +32,7 @@ from babelrag.store.language_vectors import LanguageCentroids, LanguageSums
 from babelrag.store.manifest import LanguageMix, Manifest
 from babelrag.store.base import Collection, Store, open_store
 from babelrag.store.copies import UNTRANSLATED
-from babelrag.store.schema import GLOBAL, CollectionSpec, Match, Where, pages, spec_of, staging_name
+from babelrag.store.schema import GLOBAL, CollectionSpec, Match, StoredPoint, Where, pages, spec_of, staging_name
 
 
 def embedder_for(spec: dict[str, Any] | str, trusted: bool = True) -> Embedder:
@@ -229,14 +229,16 @@ class KnowledgeBase:
         why = "a write undone" if recount else _why_counted(record, held)
         return self._counted(why, passages, warn=why in ("unreadable", "counts differ"), then="stored now")
 
-    def _counted(self, why: str, passages: int, warn: bool, then: str) -> LanguageSums:
+    def _counted(self, why: str, passages: int, warn: bool, then: str,
+                 points: Iterable[StoredPoint] | None = None) -> LanguageSums:
         """The language sums counted again from the stored vectors, said on the progress line, and as a warning
         when ``warn`` (sums that went wrong, or a search counting them in every new process): seen where progress
         lines are off. A write's planned recount (after an undo, or of an index built before the sums) is not."""
         if warn:
             warnings.warn(f"KB {self.name!r}: language centroids counted from its stored vectors ({why}); {then}",
                           RuntimeWarning, stacklevel=3)
-        return LanguageSums.of_points(self.collection.points(), passages, f"{self.name} ({why})")
+        return LanguageSums.of_points(self.collection.points() if points is None else points, passages,
+                                      f"{self.name} ({why})")
 
     def language_centroids(self) -> LanguageCentroids:
         """The KB's language centroids as its manifest holds them now (remembered until a write changes them).
@@ -256,7 +258,8 @@ class KnowledgeBase:
                     if self._centroids is not None and self._centroids[0] == (record, counts):
                         return self._centroids[1]
                 sums = self._counted(_why_counted(record, sums), self.collection.count(), warn=True,
-                                     then="counted again in each new process until the KB's next write")
+                                     then="counted again in each new process until the KB's next write",
+                                     points=_until_deadline(self.collection.points(), "counting language centroids"))
         centroids = LanguageCentroids.of(sums, dim)
         with self._memo_lock:
             self._centroids = ((record, counts), centroids)
@@ -311,6 +314,15 @@ def _readable(record: Any, dim: int) -> LanguageSums | None:
         return LanguageSums.parse(record, dim) if record is not None else None
     except ValueError:
         return None
+
+
+def _until_deadline(points: Iterable[StoredPoint], what: str, every: int = 1024) -> Iterator[StoredPoint]:
+    """The points, the request's deadline checked every ``every`` of them: a search that has to count an old
+    index's centroids stops with its request (nothing is remembered; the next search counts again)."""
+    for n, point in enumerate(points):
+        if n % every == 0:
+            deadline.check(what)
+        yield point
 
 
 def _why_counted(record: Any, held: LanguageSums | None) -> str:

@@ -44,7 +44,7 @@ class Arm:
                     rescored: Mapping[str, Mapping[str, float]] | None) -> None:
         """Each hit's signals written into ``signals`` (one dict per candidate; ``candidates``: each hit's candidate
         number), in place, so fused candidates need no dict per hit to merge: the arm's score and rank, and with
-        ``rescored`` what re-scoring reads of the hit (its cosine to the path's re-scoring text, ``search._cosines``)."""
+        ``rescored`` what re-scoring reads of the hit (its cosine to the path's re-scoring text and the centered one, ``search._rescored``)."""
         score, rank = self.signal, f"{self.signal}_rank"
         for i, s, r in zip(candidates, self.hits, self.ranks, strict=True):
             own = signals[i]
