@@ -121,7 +121,8 @@ def reliability(scores: np.ndarray, labels: np.ndarray, bins: int = 10) -> list[
 def cross_validate(candidates: Candidates, variants: Mapping[str, tuple[str, ...]] = VARIANTS,
                    fixed: Mapping[str, RelevanceModel] | None = None, c: float = 1.0) -> dict[str, float]:
     """Each variant's MRR@10 on held-out dev questions (folds by group: no question has a translation on
-    the other side); ``fixed`` models are scored on the same folds without fitting."""
+    the other side); ``fixed`` models are scored on the same folds without fitting, a question one of them was
+    fitted on by its fold model that held the question out (``scores_by_question``)."""
     splits = group_folds(candidates.row_groups(), FOLDS)
     if not splits:
         raise ConfigError("relevance model: cross-validation needs dev questions of at least 2 groups (a question "
@@ -135,7 +136,9 @@ def cross_validate(candidates: Candidates, variants: Mapping[str, tuple[str, ...
         except ConfigError:
             continue  # nothing to rank or calibrate on: the fold is skipped for every model, so all see the same folds
         part = _subset(candidates, held)
-        for name, model in {**(fixed or {}), **fitted}.items():
+        for name, model in (fixed or {}).items():
+            results[name].append(path_mrr(part, scores_by_question(model, part)))
+        for name, model in fitted.items():
             results[name].append(path_mrr(part, model.predict(part.rows, paths[held])))
     if not any(results.values()):
         raise ConfigError("relevance model: no fold had both relevant and irrelevant candidates to fit on")
@@ -146,16 +149,22 @@ def fit_selected(candidates: Candidates, meta: Mapping[str, Any], shipped: Relev
                  c: float = 1.0, texts: Sequence[str] = ()) -> tuple[RelevanceModel, dict]:
     """The model with the best cross-validated MRR — refitted ``hybrid`` (calibrated hybrid order),
     refitted ``full`` (only with ``min_full`` dev question versions or more: it has 20 weights) or the ``shipped``
-    model as it is, unless it was fitted on some of these questions (``texts``: scoring it on them
-    would flatter it) — ties to the simplest."""
+    model as it is. Where it was fitted on some of these questions (``texts``) it competes only if each of them
+    is scored by a fold model that held it out (the shipped model's own fold models, by article): scoring it
+    with the weights that saw them would flatter it. Ties go to the simplest."""
     questions = len(np.unique(candidates.question))
     variants = {name: VARIANTS[name] for name in ("hybrid", *(("full",) if questions >= min_full else ()))}
     seen = shipped.fitted_on(texts)
-    scores = cross_validate(candidates, variants, {} if seen else {"shipped": shipped}, c)
+    held_out = seen if seen and shipped.scores_out_of_fold(texts) else 0
+    left_out = seen - held_out
+    scores = cross_validate(candidates, variants, {} if left_out else {"shipped": shipped}, c)
     chosen = max((name for name in SIMPLEST_FIRST if name in scores),
                  key=lambda name: (round(scores[name], 6), -SIMPLEST_FIRST.index(name)))
     report = {"variant": chosen, "cv_mrr": {k: round(v, 4) for k, v in scores.items()}, "folds": FOLDS,
-              **({"shipped_left_out": f"the shipped model was fitted on {seen} of these questions"} if seen else {})}
+              **({"shipped_left_out": f"the shipped model was fitted on {left_out} of these questions"}
+                 if left_out else {}),
+              **({"shipped_out_of_fold": f"the shipped model was fitted on {held_out} of these questions; each was "
+                                         f"scored by its fold model that held it out"} if held_out else {})}
     if chosen == "shipped":
         return shipped, report
     return fit_crossfitted(candidates, {**meta, "variant": chosen, "cv": report}, c, VARIANTS[chosen]), report
