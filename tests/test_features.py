@@ -84,3 +84,27 @@ def test_path_z_scores_are_over_every_candidate_with_the_population_spread(colum
                 {"cosine": 0.5 - n / 100, "centered": 0.1, "bm25": score}) for n, score in enumerate(bm25)]
     rows = feature_matrix(hits, SearchRequest("question", "kb", "en"), frozenset())
     assert rows[:, FEATURES.index("bm25_z")] == pytest.approx((bm25 - bm25.mean()) / bm25.std(), abs=1e-12)
+
+
+def test_a_monolingual_path_is_ordered_by_the_fusion_total_retrieval_gave_it() -> None:
+    """``hybrid:mono_path`` is z-score fusion's own total where every candidate carries one (it counts a
+    keyword-only candidate at the dense arm's lowest cosine, which the recomputed ``hybrid`` does not), and
+    the recomputed order where the path was not fused that way; a cross-lingual path's is 0."""
+    totals = [0.9, -0.2, 1.4, -1.1]
+    signals = [{"cosine": 0.5 - n / 10, "centered": 0.1, "bm25": float(n), "zscore": total}
+               for n, total in enumerate(totals)]
+    hits = [Hit(Passage(f"p{n}", "text", f"p{n}", "sv"), 0.5, "as_written", None, own) for n, own in enumerate(signals)]
+    request = SearchRequest("fråga", "kb", "sv")
+    rows = feature_matrix(hits, request, frozenset())
+    assert rows[:, FEATURES.index("hybrid:mono_path")] == pytest.approx(totals)
+    unfused = [Hit(h.passage, h.score, h.path, None, {k: v for k, v in h.signals.items() if k != "zscore"}) for h in hits]
+    recomputed = feature_matrix(unfused, request, frozenset())
+    assert recomputed[:, FEATURES.index("hybrid:mono_path")] == pytest.approx(recomputed[:, FEATURES.index("hybrid")])
+    assert not np.allclose(recomputed[:, FEATURES.index("hybrid")], totals)
+    one_fused = feature_matrix(unfused[:3] + hits[3:], request, frozenset())  # a total missing: not a fused path
+    assert one_fused[:, FEATURES.index("hybrid:mono_path")] == pytest.approx(one_fused[:, FEATURES.index("hybrid")])
+    foreign = feature_matrix(hits, SearchRequest("question", "kb", "en"), frozenset())  # mono by its size: < 10
+    assert foreign[:, FEATURES.index("hybrid:mono_path")] == pytest.approx(totals)
+    mixed = [Hit(Passage(f"q{n}", "text", f"q{n}", "sv" if n % 2 else "en"), 0.5, "as_written", None,
+                 {"cosine": 0.5 - n / 100, "centered": 0.1, "zscore": float(n)}) for n in range(12)]
+    assert not feature_matrix(mixed, request, frozenset())[:, FEATURES.index("hybrid:mono_path")].any()

@@ -41,10 +41,12 @@ FEATURES: tuple[str, ...] = (
     "centered", "centered_gap", "centered_z",
 )
 KEYWORD_WEIGHT = 0.5  # the ``hybrid`` feature: zscore fusion's own combination of the two arms
+FUSED = "zscore"  # the signal z-score fusion leaves on each candidate of a path it fused (retrieve/fusion.py)
 # Gated copies (``name:cross``: the feature on a path whose candidates are not all in its language, else 0).
 # A path whose candidates all share its language — a monolingual KB — has no language evidence to weigh,
 # and the keyword arm means there what it means in a monolingual engine; gating gives such paths their own
-# two weights (``mono_path``, ``hybrid:mono_path``: the calibrated hybrid order) instead of letting the
+# two weights (``mono_path``, ``hybrid:mono_path``: the calibrated hybrid order, the fusion's own total where the
+# path was fused by z-scores) instead of letting the
 # cross-lingual layouts, which dominate training, decide how much a Swedish FAQ's keywords count.
 # A path with fewer than ``FEW_CANDIDATES`` candidates is treated the same way: its language bias and
 # per-language peers cannot be measured on a handful of candidates (each is the best of its language), and
@@ -150,12 +152,13 @@ def feature_matrix(hits: Sequence[Hit], request: SearchRequest, query_terms: fro
     n = len(hits)
     if n == 0:
         return np.zeros((0, len(FEATURES)))
-    try:  # what each candidate's signals say, read in one pass (a keyword rank past every candidate: not returned)
-        read = np.array([(s["cosine"], s["centered"], s.get("bm25", 0.0), s.get("bm25_rank", n + 1))
-                         for s in (h.signals for h in hits)], dtype=np.float64)
+    try:  # what each candidate's signals say, read in one pass (a keyword rank past every candidate: not returned;
+        # no z-score fusion total: the path was not fused that way)
+        read = np.array([(s["cosine"], s["centered"], s.get("bm25", 0.0), s.get("bm25_rank", n + 1),
+                          s.get(FUSED, np.nan)) for s in (h.signals for h in hits)], dtype=np.float64)
     except KeyError:
         raise ValueError("learned relevance: a candidate without its cosines (retrieve with rescoring)") from None
-    dense, centered, bm25, bm25_rank = read.T
+    dense, centered, bm25, bm25_rank, fused = read.T
     dense_rank = np.empty(n)
     dense_rank[np.argsort(-dense, kind="stable")] = np.arange(1, n + 1)
     coverage = _coverage(hits, query_terms)
@@ -176,6 +179,10 @@ def feature_matrix(hits: Sequence[Hit], request: SearchRequest, query_terms: fro
         _codes([h.passage.doc_id for h in hits])[0], lang_group, len(langs), same_lang, dense, bm25_norm)
     mono = float(same_lang.all() or n < FEW_CANDIDATES)
     hybrid = dense_z + KEYWORD_WEIGHT * bm25_z
+    # a monolingual path is ranked in the hybrid preset's own order: the z-score fusion total retrieval gave every
+    # candidate, when it gave one (its dense z counts a keyword-only candidate at the arm's lowest cosine, not at
+    # its own, and its keyword z is over what the arm returned)
+    hybrid_order = fused if np.isfinite(fused).all() else hybrid
     parallel = float(np.count_nonzero(page_langs > 0) / n)
     columns = {
         "dense": dense, "dense_gap": dense_gap, "dense_z": dense_z,
@@ -198,7 +205,7 @@ def feature_matrix(hits: Sequence[Hit], request: SearchRequest, query_terms: fro
         "dense_lang_z:other_lang": lang_z * other_lang,
         "page_langs": page_langs, "page_same_lang": page_same, "page_dense_gap": page_dense_gap,
         "page_bm25_norm": page_bm25,
-        "mono_path": np.full(n, mono), "hybrid:mono_path": hybrid * mono, "pool_size": np.full(n, np.log(n)),
+        "mono_path": np.full(n, mono), "hybrid:mono_path": hybrid_order * mono, "pool_size": np.full(n, np.log(n)),
         "par_share": np.full(n, parallel), "hybrid:par_share": hybrid * parallel,
         "same_lang:par_share": same_lang * parallel, "page_same_lang:par_share": page_same * parallel,
         "bm25_z:par_share": bm25_z * parallel,
