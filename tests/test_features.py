@@ -86,25 +86,46 @@ def test_path_z_scores_are_over_every_candidate_with_the_population_spread(colum
     assert rows[:, FEATURES.index("bm25_z")] == pytest.approx((bm25 - bm25.mean()) / bm25.std(), abs=1e-12)
 
 
-def test_a_monolingual_path_is_ordered_by_the_fusion_total_retrieval_gave_it() -> None:
-    """``hybrid:mono_path`` is z-score fusion's own total where every candidate carries one (it counts a
-    keyword-only candidate at the dense arm's lowest cosine, which the recomputed ``hybrid`` does not), and
-    the recomputed order where the path was not fused that way; a cross-lingual path's is 0."""
-    totals = [0.9, -0.2, 1.4, -1.1]
-    signals = [{"cosine": 0.5 - n / 10, "centered": 0.1, "bm25": float(n), "zscore": total}
-               for n, total in enumerate(totals)]
-    hits = [Hit(Passage(f"p{n}", "text", f"p{n}", "sv"), 0.5, "as_written", None, own) for n, own in enumerate(signals)]
+def _fused(method: str, keyword_weight: float, lang: str = "sv") -> list[Hit]:
+    """A path's two arms fused as retrieval fuses them: four dense hits, three keyword hits, two in both; ``k2`` is
+    keyword-only, its own cosine (0.10) far below the dense arm's lowest (0.55)."""
+    from babelrag.retrieve.fusion import Arm, fuse_arms
+    from babelrag.store.schema import Scored
+
+    passage = {pid: Passage(pid, "text", pid, lang) for pid in ("d1", "d2", "d3", "d4", "k2")}
+    dense = [Scored(passage[pid], cosine) for pid, cosine in (("d1", 0.80), ("d2", 0.70), ("d3", 0.60), ("d4", 0.55))]
+    keyword = [Scored(passage[pid], bm25, array("I", [7])) for pid, bm25 in (("d3", 9.0), ("k2", 6.0), ("d4", 1.0))]
+    cosines = {"d1": 0.80, "d2": 0.70, "d3": 0.60, "d4": 0.55, "k2": 0.10}
+    rescored = {pid: {"cosine": cosine, "centered": cosine} for pid, cosine in cosines.items()}
+    ranking = fuse_arms([Arm("p/dense", "dense", dense, range(1, 5)), Arm("p/bm25", "bm25", keyword, range(1, 4))],
+                        method, "p", rescored, weights=[1.0, keyword_weight], complete=[False, True])
+    return list(ranking.hits)
+
+
+def test_a_monolingual_path_is_ordered_by_the_hybrid_presets_own_fusion_total() -> None:
+    """``hybrid:mono_path`` is the hybrid preset's z-score fusion total (keyword weight 0.5), whatever this search's
+    fusion method or keyword weight; the plain ``hybrid`` feature stays recomputed from the cosines (a keyword-only
+    candidate at its own cosine). A path re-scored against another text, or whose arms were not fused, gets the
+    recomputed order; fused candidates that do not all carry their arms' z-scores are a bug; a cross-lingual path's
+    column is 0."""
     request = SearchRequest("fråga", "kb", "sv")
-    rows = feature_matrix(hits, request, frozenset())
+    preset = _fused("zscore", 0.5)
+    rows = feature_matrix(preset, request, frozenset())
+    totals = [h.score for h in preset]
     assert rows[:, FEATURES.index("hybrid:mono_path")] == pytest.approx(totals)
-    unfused = [Hit(h.passage, h.score, h.path, None, {k: v for k, v in h.signals.items() if k != "zscore"}) for h in hits]
-    recomputed = feature_matrix(unfused, request, frozenset())
-    assert recomputed[:, FEATURES.index("hybrid:mono_path")] == pytest.approx(recomputed[:, FEATURES.index("hybrid")])
-    assert not np.allclose(recomputed[:, FEATURES.index("hybrid")], totals)
-    one_fused = feature_matrix(unfused[:3] + hits[3:], request, frozenset())  # a total missing: not a fused path
-    assert one_fused[:, FEATURES.index("hybrid:mono_path")] == pytest.approx(one_fused[:, FEATURES.index("hybrid")])
-    foreign = feature_matrix(hits, SearchRequest("question", "kb", "en"), frozenset())  # mono by its size: < 10
-    assert foreign[:, FEATURES.index("hybrid:mono_path")] == pytest.approx(totals)
+    assert not np.allclose(rows[:, FEATURES.index("hybrid")], totals)  # k2 at its own cosine there
+    for method, weight in (("zscore", 1.0), ("rrf", 1.0), ("max", 0.0)):
+        other = _fused(method, weight)
+        by_id = {h.passage.id: row for h, row in zip(other, feature_matrix(other, request, frozenset()))}
+        assert [by_id[h.passage.id][FEATURES.index("hybrid:mono_path")] for h in preset] == pytest.approx(totals)
+    rescored = feature_matrix(preset, SearchRequest("fråga", "kb", "sv", rerank_text="en annan text"), frozenset())
+    assert rescored[:, FEATURES.index("hybrid:mono_path")] == pytest.approx(rescored[:, FEATURES.index("hybrid")])
+    unfused = [Hit(h.passage, h.score, h.path, h.terms, {k: v for k, v in h.signals.items() if "fusion_z" not in k})
+               for h in preset]
+    plain = feature_matrix(unfused, request, frozenset())
+    assert plain[:, FEATURES.index("hybrid:mono_path")] == pytest.approx(plain[:, FEATURES.index("hybrid")])
+    with pytest.raises(ValueError, match="arms' z-scores"):
+        feature_matrix(unfused[:2] + preset[2:], request, frozenset())
     mixed = [Hit(Passage(f"q{n}", "text", f"q{n}", "sv" if n % 2 else "en"), 0.5, "as_written", None,
-                 {"cosine": 0.5 - n / 100, "centered": 0.1, "zscore": float(n)}) for n in range(12)]
+                 {"cosine": 0.5 - n / 100, "centered": 0.1, "dense_fusion_z": float(n)}) for n in range(12)]
     assert not feature_matrix(mixed, request, frozenset())[:, FEATURES.index("hybrid:mono_path")].any()

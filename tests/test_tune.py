@@ -586,6 +586,21 @@ def test_the_shipped_model_competes_on_its_own_training_questions_only_through_t
     assert report["cv_mrr"]["shipped"] < 0.5 < report["cv_mrr"]["hybrid"]  # the folds' order, not the full model's
     _, honest = fit_selected(candidates, {}, shipped, texts=candidates.texts)
     assert honest["cv_mrr"]["shipped"] > 0.6
+    # each question by the fold that held it out; a translation the model never saw by its sibling's fold
+    from babelrag.tune.fitting import held_out_scores
+
+    sibling = GoldenQuestion(id="q0-sv", question="fråga 0", lang="sv", kb="k", gold_pages=("p",))
+    first = candidates.question == 0  # the sibling's candidates: the first question's again
+    with_sibling = replace(candidates, rows=np.vstack([rows, rows[first]]), labels=np.r_[labels, labels[first]],
+                           question=np.r_[candidates.question, np.full(size, questions)],
+                           path=np.r_[candidates.path, candidates.path[first]],
+                           path_lang=np.r_[candidates.path_lang, candidates.path_lang[first]],
+                           asked=[*asked, sibling], groups=[*candidates.groups, "g0"])
+    scores = held_out_scores(shipped, with_sibling)
+    for number, question in enumerate(with_sibling.asked):
+        rows = with_sibling.question == number
+        fold = shipped.fold_of[question_hash(asked[0].question if question is sibling else question.question)]
+        assert scores[rows] == pytest.approx(shipped.folds[fold].predict(with_sibling.rows[rows], np.zeros(size)))
     no_folds = replace(shipped, folds=(), fold_of={})
     _, report = fit_selected(candidates, {}, no_folds, texts=candidates.texts)
     assert "shipped" not in report["cv_mrr"] and report["shipped_left_out"].startswith(

@@ -174,11 +174,13 @@ def test_a_paths_arms_fuse_as_rankings_do_and_each_candidate_keeps_every_arms_si
         assert fused.scorer == same.scorer
     fused = {h.passage.id: h for h in fuse_arms([dense, keyword], "zscore", "q", cosines, complete=[False, True]).hits}
     c = fused["c"]
+    arms_z = {"dense_fusion_z": c.signals["dense_fusion_z"], "bm25_fusion_z": c.signals["bm25_fusion_z"]}
     assert dict(c.signals) == {"dense": 0.7, "dense_rank": 4, "cosine": 0.7, "bm25": 20.0, "bm25_rank": 1,
-                               "zscore": c.score}
+                               "zscore": c.score, **arms_z}
+    assert c.score == pytest.approx(sum(arms_z.values()))  # each arm's unweighted z: the total at weights 1
     assert (c.path, list(c.terms)) == ("q/bm25", [5])
-    assert (fused["a"].path, fused["a"].terms, set(fused["a"].signals)) == ("q/dense", None,
-                                                                            {"dense", "dense_rank", "cosine", "zscore"})
+    assert (fused["a"].path, fused["a"].terms, set(fused["a"].signals)) == ("q/dense", None, {
+        "dense", "dense_rank", "cosine", "zscore", "dense_fusion_z", "bm25_fusion_z"})  # no keyword hit: its z too
     assert fused["d"].signals["bm25_rank"] == 2 and "dense" not in fused["d"].signals
     plain = fuse_arms([dense, keyword], "rrf", "q", weights=[1.0, 0.5])  # retrieved without re-scoring: no cosines
     assert all("cosine" not in h.signals for h in plain.hits)

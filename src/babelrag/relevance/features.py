@@ -41,12 +41,13 @@ FEATURES: tuple[str, ...] = (
     "centered", "centered_gap", "centered_z",
 )
 KEYWORD_WEIGHT = 0.5  # the ``hybrid`` feature: zscore fusion's own combination of the two arms
-FUSED = "zscore"  # the signal z-score fusion leaves on each candidate of a path it fused (retrieve/fusion.py)
+# each arm's unweighted z-score, which fusing a path's arms leaves on every candidate (retrieve/fusion.py)
+FUSION_Z = ("dense_fusion_z", "bm25_fusion_z")
 # Gated copies (``name:cross``: the feature on a path whose candidates are not all in its language, else 0).
 # A path whose candidates all share its language — a monolingual KB — has no language evidence to weigh,
 # and the keyword arm means there what it means in a monolingual engine; gating gives such paths their own
-# two weights (``mono_path``, ``hybrid:mono_path``: the calibrated hybrid order, the fusion's own total where the
-# path was fused by z-scores) instead of letting the
+# two weights (``mono_path``, ``hybrid:mono_path``: the calibrated hybrid order, the hybrid preset's own z-score
+# fusion total where the path's arms were fused) instead of letting the
 # cross-lingual layouts, which dominate training, decide how much a Swedish FAQ's keywords count.
 # A path with fewer than ``FEW_CANDIDATES`` candidates is treated the same way: its language bias and
 # per-language peers cannot be measured on a handful of candidates (each is the best of its language), and
@@ -146,19 +147,36 @@ def _coverage(hits: Sequence[Hit], query_terms: frozenset[int]) -> np.ndarray:
     return (matched[ends] - matched[np.concatenate(([0], ends[:-1]))]) / len(query_terms)
 
 
+def _hybrid_preset_order(dense_z: np.ndarray, bm25_z: np.ndarray, request: SearchRequest) -> np.ndarray | None:
+    """The hybrid preset's own z-score fusion total of a path whose arms were fused (each arm's z as fusion computed
+    it: a keyword-only candidate at the dense arm's lowest cosine, the keyword z over what that arm returned), at
+    the preset's keyword weight whatever this search's; an arm that found nothing adds 0, as in fusion. None for a
+    path whose arms were not fused (one arm) or re-scored against another text (HyDE, unaccented: its arms searched
+    that text, every other feature reads the question). Some candidates with the arms' z-scores and others without
+    is a bug upstream."""
+    found = [np.isfinite(z) for z in (dense_z, bm25_z)]
+    if any(has.any() and not has.all() for has in found):
+        raise ValueError("learned relevance: the path's fused candidates do not all carry their arms' z-scores")
+    if not (found[0].any() or found[1].any()) or request.rerank_text is not None:
+        return None
+    return np.nan_to_num(dense_z) + KEYWORD_WEIGHT * np.nan_to_num(bm25_z)
+
+
 def feature_matrix(hits: Sequence[Hit], request: SearchRequest, query_terms: frozenset[int]) -> np.ndarray:
     """One row per hit, columns in ``FEATURES`` order. Every hit carries its cosine to the path's re-scoring
     text and the centered one (retrieved with ``rescoring``): a missing one is a bug upstream, not a cosine of 0."""
     n = len(hits)
     if n == 0:
         return np.zeros((0, len(FEATURES)))
+    dense_z_key, bm25_z_key = FUSION_Z
     try:  # what each candidate's signals say, read in one pass (a keyword rank past every candidate: not returned;
-        # no z-score fusion total: the path was not fused that way)
+        # no arm z-score: the path's arms were not fused, or that arm found nothing)
         read = np.array([(s["cosine"], s["centered"], s.get("bm25", 0.0), s.get("bm25_rank", n + 1),
-                          s.get(FUSED, np.nan)) for s in (h.signals for h in hits)], dtype=np.float64)
+                          s.get(dense_z_key, np.nan), s.get(bm25_z_key, np.nan)) for s in (h.signals for h in hits)],
+                        dtype=np.float64)
     except KeyError:
         raise ValueError("learned relevance: a candidate without its cosines (retrieve with rescoring)") from None
-    dense, centered, bm25, bm25_rank, fused = read.T
+    dense, centered, bm25, bm25_rank, dense_fusion_z, bm25_fusion_z = read.T
     dense_rank = np.empty(n)
     dense_rank[np.argsort(-dense, kind="stable")] = np.arange(1, n + 1)
     coverage = _coverage(hits, query_terms)
@@ -179,10 +197,8 @@ def feature_matrix(hits: Sequence[Hit], request: SearchRequest, query_terms: fro
         _codes([h.passage.doc_id for h in hits])[0], lang_group, len(langs), same_lang, dense, bm25_norm)
     mono = float(same_lang.all() or n < FEW_CANDIDATES)
     hybrid = dense_z + KEYWORD_WEIGHT * bm25_z
-    # a monolingual path is ranked in the hybrid preset's own order: the z-score fusion total retrieval gave every
-    # candidate, when it gave one (its dense z counts a keyword-only candidate at the arm's lowest cosine, not at
-    # its own, and its keyword z is over what the arm returned)
-    hybrid_order = fused if np.isfinite(fused).all() else hybrid
+    preset_order = _hybrid_preset_order(dense_fusion_z, bm25_fusion_z, request)
+    hybrid_order = hybrid if preset_order is None else preset_order
     parallel = float(np.count_nonzero(page_langs > 0) / n)
     columns = {
         "dense": dense, "dense_gap": dense_gap, "dense_z": dense_z,

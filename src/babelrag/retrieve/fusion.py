@@ -153,7 +153,9 @@ def fuse_arms(arms: Sequence[Arm], method: str, label: str, rescored: Mapping[st
               rrf_k: int = 60, weights: Sequence[float] | None = None,
               complete: Sequence[bool] | None = None) -> Ranking:
     """One path's candidates from its arms: each keeps every arm's signals (with ``rescored``, what re-scoring reads
-    of it, which every hit must have) and the fused score as signal ``method``; its hit is the
+    of it, which every hit must have), the fused score as signal ``method``, and each arm's z-score as z-score fusion
+    computes it, unweighted, as signal ``<arm>_fusion_z`` whatever the method (the learned stage ranks monolingual
+    paths by the hybrid preset's own order, which must not move with this search's fusion settings); its hit is the
     first arm's that found it, or the first that carries keyword terms. ``complete[i]``: arm i returned every
     passage its scorer scores above zero (fewer than asked)."""
     nonempty = [i for i, arm in enumerate(arms) if arm.hits]
@@ -170,10 +172,14 @@ def fuse_arms(arms: Sequence[Arm], method: str, label: str, rescored: Mapping[st
     scorers = [arm.scorer for arm in arms]
     scores = [np.array([hit.score for hit in arm.hits], dtype=np.float64) for arm in arms]
     totals = _totals(method, len(kept), positions, scores, weights, flags, rrf_k, len(set(scorers)) == 1)
+    arm_z = [(f"{arm.signal}_fusion_z", _zscores(own, where, len(kept), flag).tolist())
+             for arm, where, own, flag in zip(arms, positions, scores, flags)]
     values = totals.tolist()
     hits = []
     for i in _order(totals, best_rank):
         signals[i][method] = values[i]
+        for name, z in arm_z:
+            signals[i][name] = z[i]
         arm, index = kept[i]
         hit = arms[arm].hits[index]
         hits.append(Hit(hit.passage, values[i], arms[arm].label, hit.terms, signals[i]))

@@ -1,7 +1,8 @@
 """Fitting the relevance model on dev candidates, choosing its feature set by grouped cross-validation.
 
 Two nested models compete: ``full`` (every feature: cross-lingual evidence, coverage, path kind) and
-``hybrid`` (one feature, zscore fusion's own combination of the arms — calibrated hybrid order).
+``hybrid`` (one feature, zscore fusion's combination of the arms recomputed from the candidates' cosines —
+calibrated hybrid order).
 Where every page exists in the question's language (a parallel KB) the plain hybrid order is hard to
 beat and ``full`` can trade a little of it for cross-lingual evidence it does not need; the choice is
 made on held-out dev questions (5 folds, grouped by question and its translations — or by article),
@@ -19,7 +20,7 @@ import numpy as np
 from babelrag.errors import ConfigError
 from babelrag.relevance.features import MODEL_FEATURES
 from babelrag.relevance.learn import crossfit, fit, group_folds
-from babelrag.relevance.model import RelevanceModel
+from babelrag.relevance.model import RelevanceModel, question_hash
 from babelrag.tune.training import Candidates
 
 VARIANTS: dict[str, tuple[str, ...]] = {"full": MODEL_FEATURES, "hybrid": ("hybrid",)}
@@ -109,6 +110,25 @@ def scores_by_question(model: RelevanceModel, candidates: Candidates) -> np.ndar
     return scores
 
 
+def held_out_scores(model: RelevanceModel, candidates: Candidates) -> np.ndarray:
+    """Every row's P(relevant) from a model that never saw its question: a question whose group (the question and
+    its translations, or its article) holds any text the model was fitted on is scored by the fold model that held
+    that text out — a translation the model never saw by its fitted sibling's fold, never by weights that saw the
+    sibling — and the rest by the model itself."""
+    fold_of_group: dict[str, int] = {}
+    for group, text in zip(candidates.groups, candidates.texts):
+        if (fold := model.fold_of.get(question_hash(text))) is not None:
+            fold_of_group.setdefault(group, fold)
+    scores, paths = np.zeros(len(candidates.rows)), candidates.path_keys()
+    order = np.argsort(candidates.question, kind="stable")
+    for rows in np.split(order, np.flatnonzero(np.diff(candidates.question[order])) + 1):
+        if len(rows):
+            fold = fold_of_group.get(candidates.groups[candidates.question[rows[0]]])
+            scorer = model if fold is None else model.folds[fold]
+            scores[rows] = scorer.predict(candidates.rows[rows], paths[rows])
+    return scores
+
+
 def reliability(scores: np.ndarray, labels: np.ndarray, bins: int = 10) -> list[tuple[int, float, float]]:
     """(candidates, mean predicted, observed rate) per decile of prediction: is P(relevant) what it says?"""
     if len(scores) == 0:
@@ -122,7 +142,7 @@ def cross_validate(candidates: Candidates, variants: Mapping[str, tuple[str, ...
                    fixed: Mapping[str, RelevanceModel] | None = None, c: float = 1.0) -> dict[str, float]:
     """Each variant's MRR@10 on held-out dev questions (folds by group: no question has a translation on
     the other side); ``fixed`` models are scored on the same folds without fitting, a question one of them was
-    fitted on by its fold model that held the question out (``scores_by_question``)."""
+    fitted on (or a translation of one) by its fold model that held the question out (``held_out_scores``)."""
     splits = group_folds(candidates.row_groups(), FOLDS)
     if not splits:
         raise ConfigError("relevance model: cross-validation needs dev questions of at least 2 groups (a question "
@@ -137,7 +157,7 @@ def cross_validate(candidates: Candidates, variants: Mapping[str, tuple[str, ...
             continue  # nothing to rank or calibrate on: the fold is skipped for every model, so all see the same folds
         part = _subset(candidates, held)
         for name, model in (fixed or {}).items():
-            results[name].append(path_mrr(part, scores_by_question(model, part)))
+            results[name].append(path_mrr(part, held_out_scores(model, part)))
         for name, model in fitted.items():
             results[name].append(path_mrr(part, model.predict(part.rows, paths[held])))
     if not any(results.values()):
