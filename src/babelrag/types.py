@@ -84,6 +84,12 @@ class SearchRequest:
     index: Literal["passages", "pivot_copies"] = "passages"
 
 
+def fusion_z_signal(arm: str) -> str:
+    """The signal under which fusing a path's arms (``retrieve/fusion.py: fuse_arms``) leaves an arm's unweighted
+    z-score on every fused candidate (the learned stage rebuilds the hybrid preset's order from them)."""
+    return f"{arm}_fusion_z"
+
+
 @dataclass(frozen=True, slots=True, init=False)
 class Hit:
     """A passage with the score the named scorer gave it. ``terms`` (the ids of its keyword terms, each once; the

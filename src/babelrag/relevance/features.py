@@ -14,7 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from babelrag.lang.languages import script_of
-from babelrag.types import Hit, SearchRequest
+from babelrag.store.schema import DENSE, SPARSE
+from babelrag.types import Hit, SearchRequest, fusion_z_signal
 
 FEATURES: tuple[str, ...] = (
     "dense", "dense_gap", "dense_z", "dense_rank", "bm25_log", "bm25_norm", "bm25_z", "bm25_hit", "bm25_rank",
@@ -41,8 +42,7 @@ FEATURES: tuple[str, ...] = (
     "centered", "centered_gap", "centered_z",
 )
 KEYWORD_WEIGHT = 0.5  # the ``hybrid`` feature: zscore fusion's own combination of the two arms
-# each arm's unweighted z-score, which fusing a path's arms leaves on every candidate (retrieve/fusion.py)
-FUSION_Z = ("dense_fusion_z", "bm25_fusion_z")
+FUSION_Z = (fusion_z_signal(DENSE), fusion_z_signal(SPARSE))
 # Gated copies (``name:cross``: the feature on a path whose candidates are not all in its language, else 0).
 # A path whose candidates all share its language — a monolingual KB — has no language evidence to weigh,
 # and the keyword arm means there what it means in a monolingual engine; gating gives such paths their own
@@ -168,7 +168,7 @@ def feature_matrix(hits: Sequence[Hit], request: SearchRequest, query_terms: fro
     n = len(hits)
     if n == 0:
         return np.zeros((0, len(FEATURES)))
-    dense_z_key, bm25_z_key = FUSION_Z
+    dense_z_key, bm25_z_key = FUSION_Z  # each arm's unweighted z-score, left by fusing the path's arms
     try:  # what each candidate's signals say, read in one pass (a keyword rank past every candidate: not returned;
         # no arm z-score: the path's arms were not fused, or that arm found nothing)
         read = np.array([(s["cosine"], s["centered"], s.get("bm25", 0.0), s.get("bm25_rank", n + 1),

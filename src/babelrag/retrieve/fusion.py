@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from babelrag.store.schema import DENSE, Scored
-from babelrag.types import Hit, Ranking
+from babelrag.types import Hit, Ranking, fusion_z_signal
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +154,7 @@ def fuse_arms(arms: Sequence[Arm], method: str, label: str, rescored: Mapping[st
               complete: Sequence[bool] | None = None) -> Ranking:
     """One path's candidates from its arms: each keeps every arm's signals (with ``rescored``, what re-scoring reads
     of it, which every hit must have), the fused score as signal ``method``, and each arm's z-score as z-score fusion
-    computes it, unweighted, as signal ``<arm>_fusion_z`` whatever the method (the learned stage ranks monolingual
+    computes it, unweighted, as signal ``fusion_z_signal(arm)`` whatever the method (the learned stage ranks monolingual
     paths by the hybrid preset's own order, which must not move with this search's fusion settings); its hit is the
     first arm's that found it, or the first that carries keyword terms. ``complete[i]``: arm i returned every
     passage its scorer scores above zero (fewer than asked)."""
@@ -172,7 +172,7 @@ def fuse_arms(arms: Sequence[Arm], method: str, label: str, rescored: Mapping[st
     scorers = [arm.scorer for arm in arms]
     scores = [np.array([hit.score for hit in arm.hits], dtype=np.float64) for arm in arms]
     totals = _totals(method, len(kept), positions, scores, weights, flags, rrf_k, len(set(scorers)) == 1)
-    arm_z = [(f"{arm.signal}_fusion_z", _zscores(own, where, len(kept), flag).tolist())
+    arm_z = [(fusion_z_signal(arm.signal), _zscores(own, where, len(kept), flag).tolist())
              for arm, where, own, flag in zip(arms, positions, scores, flags)]
     values = totals.tolist()
     hits = []

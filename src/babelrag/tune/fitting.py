@@ -11,7 +11,7 @@ every later measurement on the dev questions — options, thresholds — is out-
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -98,16 +98,20 @@ def out_of_fold_scores(candidates: Candidates, features: Sequence[str], c: float
     return scores
 
 
-def scores_by_question(model: RelevanceModel, candidates: Candidates) -> np.ndarray:
-    """Every row's P(relevant), each question's rows scored by the model for that question: the fold model that
-    held it out when the model was fitted on it (``RelevanceModel.for_question``)."""
+def _scored_per_question(candidates: Candidates, scorer_for: Callable[[int], RelevanceModel]) -> np.ndarray:
+    """Every row's P(relevant), each question's rows scored by ``scorer_for(question)``."""
     scores, paths = np.zeros(len(candidates.rows)), candidates.path_keys()
     order = np.argsort(candidates.question, kind="stable")
     for rows in np.split(order, np.flatnonzero(np.diff(candidates.question[order])) + 1):
         if len(rows):
-            asked = candidates.asked[candidates.question[rows[0]]].question
-            scores[rows] = model.for_question(asked).predict(candidates.rows[rows], paths[rows])
+            scores[rows] = scorer_for(int(candidates.question[rows[0]])).predict(candidates.rows[rows], paths[rows])
     return scores
+
+
+def scores_by_question(model: RelevanceModel, candidates: Candidates) -> np.ndarray:
+    """Every row's P(relevant), each question's rows scored by the model for that question: the fold model that
+    held it out when the model was fitted on it (``RelevanceModel.for_question``)."""
+    return _scored_per_question(candidates, lambda question: model.for_question(candidates.asked[question].question))
 
 
 def held_out_scores(model: RelevanceModel, candidates: Candidates) -> np.ndarray:
@@ -119,14 +123,12 @@ def held_out_scores(model: RelevanceModel, candidates: Candidates) -> np.ndarray
     for group, text in zip(candidates.groups, candidates.texts):
         if (fold := model.fold_of.get(question_hash(text))) is not None:
             fold_of_group.setdefault(group, fold)
-    scores, paths = np.zeros(len(candidates.rows)), candidates.path_keys()
-    order = np.argsort(candidates.question, kind="stable")
-    for rows in np.split(order, np.flatnonzero(np.diff(candidates.question[order])) + 1):
-        if len(rows):
-            fold = fold_of_group.get(candidates.groups[candidates.question[rows[0]]])
-            scorer = model if fold is None else model.folds[fold]
-            scores[rows] = scorer.predict(candidates.rows[rows], paths[rows])
-    return scores
+
+    def scorer_for(question: int) -> RelevanceModel:
+        fold = fold_of_group.get(candidates.groups[question])
+        return model if fold is None else model.folds[fold]
+
+    return _scored_per_question(candidates, scorer_for)
 
 
 def reliability(scores: np.ndarray, labels: np.ndarray, bins: int = 10) -> list[tuple[int, float, float]]:
