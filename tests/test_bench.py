@@ -266,3 +266,27 @@ def test_no_ladder_step_searches_pivot_copies_which_the_benchmark_kbs_do_not_hav
         for step in steps:
             config = preset_config(step.preset, step.overrides)
             assert "pivot_copies" not in (config.strategy, *config.extra_paths), (name, step.name)
+
+
+def test_a_bench_index_built_by_other_component_versions_is_rebuilt_and_a_current_one_kept(tmp_path: Path) -> None:
+    """A regex release (2026.12.2) made every bench index unopenable until each was rebuilt by hand: they hold only
+    the data they are named after, so the bench rebuilds them; one that matches this install is reused as it is."""
+    from babelrag.errors import IndexMismatch
+    from babelrag.experiments.runner import ensure_indexes
+    from babelrag.kb import KnowledgeBase
+
+    store = str(tmp_path / "store")
+    source = tmp_path / "pages.jsonl"
+    source.write_text(json.dumps({"id": "x", "text": "Hej världen", "lang": "sv"}) + "\n")
+    ensure_indexes({"bench-kb": source}, store)
+    manifest_file = Path(store) / "bench-kb" / "manifest.json"
+    built = json.loads(manifest_file.read_text())
+    ensure_indexes({"bench-kb": source}, store)
+    assert json.loads(manifest_file.read_text())["instance"] == built["instance"]  # current: kept
+    stale = {**built, "components": {**built["components"], "analyzer.regex": "2026.11.19"}}
+    manifest_file.write_text(json.dumps(stale))
+    with pytest.raises(IndexMismatch):
+        KnowledgeBase.open("bench-kb", store)
+    ensure_indexes({"bench-kb": source}, store)
+    with KnowledgeBase.open("bench-kb", store) as kb:
+        assert kb.manifest.instance != built["instance"] and kb.manifest.passages == 1

@@ -7,7 +7,7 @@ from array import array
 import numpy as np
 import pytest
 
-from babelrag.relevance.features import FEATURES, feature_matrix
+from babelrag.relevance.features import FEATURES, HYBRID_PRESET, feature_matrix
 from babelrag.types import Hit, Passage, SearchRequest
 
 # (language, page, cosine): page a in en (two chunks) and de, page b in en and sv, page c in de and en
@@ -128,4 +128,9 @@ def test_a_monolingual_path_is_ordered_by_the_hybrid_presets_own_fusion_total() 
         feature_matrix(unfused[:2] + preset[2:], request, frozenset())
     mixed = [Hit(Passage(f"q{n}", "text", f"q{n}", "sv" if n % 2 else "en"), 0.5, "as_written", None,
                  {"cosine": 0.5 - n / 100, "centered": 0.1, "dense_fusion_z": float(n)}) for n in range(12)]
-    assert not feature_matrix(mixed, request, frozenset())[:, FEATURES.index("hybrid:mono_path")].any()
+    cross = feature_matrix(mixed, request, frozenset())
+    assert not cross[:, FEATURES.index("hybrid:mono_path")].any()
+    # tune's one-feature variant reads the preset's order on every path, cross-lingual ones included
+    assert rows[:, FEATURES.index(HYBRID_PRESET)] == pytest.approx(totals)
+    assert cross[:, FEATURES.index(HYBRID_PRESET)] == pytest.approx(np.arange(12.0))
+    assert plain[:, FEATURES.index(HYBRID_PRESET)] == pytest.approx(plain[:, FEATURES.index("hybrid")])

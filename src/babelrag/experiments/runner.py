@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,14 +20,15 @@ from babelrag.experiments.datasets import Sources, chosen
 from babelrag.experiments.ladders import OWN, PROFILES, Step, ladder
 from babelrag.experiments.xquad_cells import SplitBy
 from babelrag.config import SearchConfig, finding_calls_llm, preset_config
-from babelrag.errors import BabelragError, InputError
+from babelrag.errors import BabelragError, IndexMismatch, InputError
 from babelrag.evaluate.calibrate import calibrate_threshold, written
 from babelrag.evaluate.golden import GoldenQuestion, load_golden, sample_per_cell, save_golden
 from babelrag.evaluate.runs import COMPLETE, RunResult, run_config
-from babelrag.ingest.pipeline import index_sources
+from babelrag.ingest.pipeline import IngestOptions, index_sources
+from babelrag.kb import KnowledgeBase
 from babelrag.models.llm import build_llm
 from babelrag.paths import home
-from babelrag.store.base import open_store
+from babelrag.store.base import Store, open_store
 
 
 @dataclass(frozen=True)
@@ -63,10 +65,23 @@ def build_data(data: Path, out: Path, quick: bool, seed: int, datasets: list[str
 
 
 def ensure_indexes(indexes: dict[str, Path], store: str) -> None:
+    """The bench's indexes, built from the data they are named after (a hash of it). One built by other component
+    versions (an analyzer package upgraded since) is rebuilt rather than refused: it holds nothing but that data."""
     target = open_store(store)
     for name, source in indexes.items():
-        if not target.exists(name):
-            index_sources(name, [str(source)], target)
+        if target.exists(name) and not _stale(name, target):
+            continue
+        index_sources(name, [str(source)], target, IngestOptions(rebuild=target.exists(name)))
+
+
+def _stale(name: str, store: Store) -> bool:
+    try:
+        KnowledgeBase.open(name, store).close()
+    except IndexMismatch as mismatch:
+        print(f"rebuilding bench index {name}: built with other versions of "
+              f"{', '.join(field for field, _, _ in mismatch.differences)}", file=sys.stderr)
+        return True
+    return False
 
 
 REPORTED = "test"  # the split every headline figure is computed on; dev questions tune τ

@@ -60,9 +60,13 @@ GATED = tuple(f"{name}:cross" for name in FEATURES if name not in MONO)
 # question over the KB's pivot-language copies (ingest/pivot_copies.py), ranked by weights of their own
 # (relevance/learn.py)
 PIVOT_COPY = "pivot_copy"
+# the hybrid preset's own order on every path (its z-score fusion total where the path's arms were fused, else
+# recomputed): ``tune``'s one-feature variant, the calibrated hybrid order, so that on a monolingual KB it keeps
+# the order the preset and the shipped model give there
+HYBRID_PRESET = "hybrid_preset"
 _UNGATED = FEATURES
 _GATED_FROM = [_UNGATED.index(name[:-len(":cross")]) for name in GATED]  # the column each gated copy gates
-FEATURES = FEATURES + GATED + (PIVOT_COPY,)
+FEATURES = FEATURES + GATED + (PIVOT_COPY, HYBRID_PRESET)
 MODEL_FEATURES: tuple[str, ...] = GATED + MONO  # what the shipped model and `tune`'s full variant read
 
 
@@ -226,7 +230,8 @@ def feature_matrix(hits: Sequence[Hit], request: SearchRequest, query_terms: fro
         "same_lang:par_share": same_lang * parallel, "page_same_lang:par_share": page_same * parallel,
         "bm25_z:par_share": bm25_z * parallel,
         "centered": centered, "centered_gap": centered - centered.max(), "centered_z": _standardised(centered),
-        PIVOT_COPY: np.full(n, float(request.index == "pivot_copies")),
+        PIVOT_COPY: np.full(n, float(request.index == "pivot_copies")), HYBRID_PRESET: hybrid_order,
     }
     ungated = np.array([columns[name] for name in _UNGATED]).T
-    return np.hstack([ungated, ungated[:, _GATED_FROM] * (1.0 - mono), columns[PIVOT_COPY][:, None]])
+    return np.hstack([ungated, ungated[:, _GATED_FROM] * (1.0 - mono), columns[PIVOT_COPY][:, None],
+                      columns[HYBRID_PRESET][:, None]])

@@ -1,8 +1,8 @@
 """Fitting the relevance model on dev candidates, choosing its feature set by grouped cross-validation.
 
 Two nested models compete: ``full`` (every feature: cross-lingual evidence, coverage, path kind) and
-``hybrid`` (one feature, zscore fusion's combination of the arms recomputed from the candidates' cosines —
-calibrated hybrid order).
+``hybrid`` (one feature, the hybrid preset's own z-score fusion total — calibrated hybrid order; recomputed from
+the candidates' cosines on a path whose arms were not fused).
 Where every page exists in the question's language (a parallel KB) the plain hybrid order is hard to
 beat and ``full`` can trade a little of it for cross-lingual evidence it does not need; the choice is
 made on held-out dev questions (5 folds, grouped by question and its translations — or by article),
@@ -18,12 +18,12 @@ from typing import Any
 import numpy as np
 
 from babelrag.errors import ConfigError
-from babelrag.relevance.features import MODEL_FEATURES
+from babelrag.relevance.features import HYBRID_PRESET, MODEL_FEATURES
 from babelrag.relevance.learn import crossfit, fit, group_folds
 from babelrag.relevance.model import RelevanceModel, question_hash
 from babelrag.tune.training import Candidates
 
-VARIANTS: dict[str, tuple[str, ...]] = {"full": MODEL_FEATURES, "hybrid": ("hybrid",)}
+VARIANTS: dict[str, tuple[str, ...]] = {"full": MODEL_FEATURES, "hybrid": (HYBRID_PRESET,)}
 FOLDS = 5
 SIMPLEST_FIRST = ("hybrid", "shipped", "full")  # ties go to the model with fewer fitted parameters
 
