@@ -24,12 +24,12 @@ def bench_store() -> str:
 
 
 def ensure_pooled_xquad(store: str, kb: str = "xquad-pooled") -> str:
-    """Every language version of every xquad-dev paragraph in one KB (built once, then reused)."""
-    from babelrag.ingest.pipeline import index_sources
+    """Every language version of every xquad-dev paragraph in one KB (built once, then reused; rebuilt when an
+    analyzer package changed since)."""
+    from babelrag.experiments.runner import ensure_index
     from babelrag.store.base import open_store
 
-    if not open_store(store).exists(kb):
-        index_sources(kb, sorted(str(p) for p in XQUAD.glob("xquad.*.json")), store)
+    ensure_index(kb, sorted(str(p) for p in XQUAD.glob("xquad.*.json")), open_store(store))
     return kb
 
 

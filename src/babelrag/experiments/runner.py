@@ -12,6 +12,7 @@ import json
 import re
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,23 +66,30 @@ def build_data(data: Path, out: Path, quick: bool, seed: int, datasets: list[str
 
 
 def ensure_indexes(indexes: dict[str, Path], store: str) -> None:
-    """The bench's indexes, built from the data they are named after (a hash of it). One built by other component
-    versions (an analyzer package upgraded since) is rebuilt rather than refused: it holds nothing but that data."""
+    """The bench's indexes, each built from the file it is named after (a hash of it)."""
     target = open_store(store)
     for name, source in indexes.items():
-        if target.exists(name) and not _stale(name, target):
-            continue
-        index_sources(name, [str(source)], target, IngestOptions(rebuild=target.exists(name)))
+        ensure_index(name, [str(source)], target)
 
 
-def _stale(name: str, store: Store) -> bool:
+def ensure_index(name: str, sources: Sequence[str], store: Store) -> None:
+    """A benchmark's index of ``sources``, built once and reused; one built by other component versions (an
+    analyzer package upgraded since) is rebuilt rather than refused: it holds nothing but those sources."""
+    if stale := needs_rebuilding(name, store):
+        print(f"rebuilding bench index {name}: built with other versions of {', '.join(stale)}", file=sys.stderr)
+    if stale or not store.exists(name):
+        index_sources(name, list(sources), store, IngestOptions(rebuild=bool(stale)))
+
+
+def needs_rebuilding(name: str, store: Store) -> list[str]:
+    """The components a benchmark's existing index was built with other versions of (none: missing or current)."""
+    if not store.exists(name):
+        return []
     try:
         KnowledgeBase.open(name, store).close()
     except IndexMismatch as mismatch:
-        print(f"rebuilding bench index {name}: built with other versions of "
-              f"{', '.join(field for field, _, _ in mismatch.differences)}", file=sys.stderr)
-        return True
-    return False
+        return [field for field, _, _ in mismatch.differences]
+    return []
 
 
 REPORTED = "test"  # the split every headline figure is computed on; dev questions tune τ
