@@ -7,7 +7,7 @@ import pytest
 
 from babelrag.evaluate.calibrate import calibrate_threshold
 from babelrag.evaluate.cells import by_cell
-from babelrag.evaluate.clusters import bootstrap_ci, cluster_key
+from babelrag.evaluate.clusters import bootstrap_ci, cluster_key, clustered_standard_error
 from babelrag.evaluate.significance import compare
 from babelrag.relevance.features import FEATURES
 from babelrag.relevance.learn import crossfit, group_folds
@@ -108,3 +108,19 @@ def test_cluster_keys() -> None:
     assert cluster_key({"id": "swefaq:3", "tags": {}}) == "swefaq:3"
     assert cluster_key({"id": "x", "gold_pages": ["Title#2"]}, "page") == "Title#2"
     assert cluster_key({"id": "x", "gold_pages": ["Title#2"]}, "article") == "Title"
+
+
+def test_the_clustered_standard_error_counts_clusters_not_rows() -> None:
+    """Equal clusters: the plain error of their means. A question repeated in its translations is one sample: the
+    copies do not shrink the error. Unequal clusters: the error of the mean over rows, each cluster one sample."""
+    values = np.array([1.0, 0.0, 0.5, 1.0, 0.2, 0.7])
+    once = clustered_standard_error(values, [str(i) for i in range(6)])
+    assert once == pytest.approx(values.std(ddof=1) / np.sqrt(6))
+    tripled = clustered_standard_error(np.repeat(values, 3), [str(i) for i in np.repeat(range(6), 3)])
+    assert tripled == pytest.approx(once)
+    assert clustered_standard_error(np.repeat(values, 3), [str(i) for i in range(18)]) < 0.7 * once
+    uneven, keys = np.array([1.0, 1.0, 1.0, 0.0]), ["a", "a", "a", "b"]
+    centred = np.array([3 * 0.25, -0.75])  # each cluster's sum of deviations from the mean over rows, 0.75
+    assert clustered_standard_error(uneven, keys) == pytest.approx(np.sqrt(2 * (centred ** 2).sum()) / 4)
+    with pytest.raises(ValueError, match="2 clusters"):
+        clustered_standard_error([1.0, 0.0], ["a", "a"])

@@ -52,6 +52,17 @@ def cluster_means(values: Sequence[float], clusters: Sequence[str]) -> np.ndarra
     return sums / counts
 
 
+def clustered_standard_error(values: Sequence[float], clusters: Sequence[str]) -> float:
+    """The standard error of the mean over rows of ``values``, each cluster one sample whatever its size (the
+    cluster-robust error; with equal clusters, the plain error of the cluster means). Fewer than 2 clusters have
+    no error to measure."""
+    data = np.asarray(values, dtype=np.float64)
+    sums, _ = per_cluster(data - data.mean(), clusters)
+    if len(sums) < 2:
+        raise ValueError("a standard error over clusters needs at least 2 clusters")
+    return float(np.sqrt(len(sums) / (len(sums) - 1) * (sums * sums).sum()) / len(data))
+
+
 def bootstrap_ci(values: Sequence[float], clusters: Sequence[str] | None = None, seed: int = 0,
                  resamples: int = 1000) -> tuple[float, float]:
     """Percentile-bootstrap 95 % interval of the mean over rows, resampling whole clusters (default: every

@@ -6,8 +6,9 @@ the candidates' cosines on a path whose arms were not fused).
 Where every page exists in the question's language (a parallel KB) the plain hybrid order is hard to
 beat and ``full`` can trade a little of it for cross-lingual evidence it does not need; the choice, between them
 and the shipped model, is made on held-out dev questions (5 folds, grouped by question and its translations —
-or by article) by the one-standard-error rule, never on the questions reported. The chosen model is refitted with its fold models (``crossfit``), so
-every later measurement on the dev questions — options, thresholds — is out-of-fold.
+or by article) by the one-standard-error rule, never on the questions reported. The chosen model is refitted
+with its fold models (``crossfit``), so every later measurement on the dev questions — options, thresholds — is
+out-of-fold.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from babelrag.errors import ConfigError
+from babelrag.evaluate.clusters import clustered_standard_error
 from babelrag.relevance.features import HYBRID_PRESET, MODEL_FEATURES
 from babelrag.relevance.learn import crossfit, fit, group_folds
 from babelrag.relevance.model import RelevanceModel, question_hash
@@ -165,15 +167,9 @@ class HeldOut:
     def shortfall(self, name: str, best: str) -> tuple[float, float]:
         """How far ``name``'s held-out MRR (a mean over questions) is below ``best``'s, and the standard error of that
         difference with a group's questions as one sample (paired: the same questions; the cluster-robust error of
-        a mean, groups of any size). A comparison on fewer than 2 groups has no error to measure: a bug upstream."""
+        a mean, groups of any size). Fewer than 2 groups have no error to measure (``ValueError``: a bug upstream)."""
         gaps = self.ranks[best] - self.ranks[name]
-        _, group = np.unique(self.groups, return_inverse=True)
-        count = int(group.max()) + 1 if len(group) else 0
-        if count < 2:
-            raise ValueError("relevance model: a held-out comparison needs at least 2 groups")
-        totals = np.bincount(group, weights=gaps - gaps.mean())
-        error = float(np.sqrt(count / (count - 1) * (totals * totals).sum()) / len(gaps))
-        return float(gaps.mean()), error
+        return float(gaps.mean()), clustered_standard_error(gaps, list(self.groups))
 
 
 def held_out_ranks(candidates: Candidates, variants: Mapping[str, tuple[str, ...]] = VARIANTS,

@@ -223,8 +223,9 @@ def summary_lines(result: TuneResult) -> list[str]:
     profile = result.profile
     lines = [f"# tuned profile: {profile.kb}", "",
              f"Relevance model: {result.fit.get('variant')} (cross-validated MRR on dev: "
-             f"{result.fit.get('cv_mrr', '–')}; the fewest weights fitted here within one standard error of the "
-             f"best, {result.fit.get('best', '–')}), fitted on {result.dev} dev rows ({result.questions} questions).",
+             f"{result.fit.get('cv_mrr', '–')}; the model least fitted to these questions within one standard error "
+             f"of the best, {result.fit.get('best', '–')}), fitted on {result.dev} dev rows "
+             f"({result.questions} questions).",
              "",
              f"Options measured on dev ({profile.objective}, LLM calls per question): " +
              ", ".join(f"{o} {m[profile.objective]:.3f} / {m['llm_calls']:.2f}" for o, m in result.options.items()), "",
