@@ -59,7 +59,7 @@ BAD = [
     ["languages", "--kb", "demo", "--set", "en,english"],
     ["eval", "--golden", "{tmp}/absent.jsonl", "--kb", "demo"],
     ["tune", "--kb", "demo", "--golden", "{tmp}/absent.jsonl"],
-    ["bench", "--ladder", "nonsense", "--data", "{tmp}"],
+    ["bench", "--ladder", "nonsense", "--data", "{tmp}", "--out", "{tmp}/bench-run"],
     ["report", "{tmp}/no-run"],
     ["serve", "--port", "eighty"],
     ["analyze", "gold", "--kb", "demo", "--golden", "{tmp}/absent.jsonl"],
@@ -80,6 +80,7 @@ def test_bad_input_is_one_error_line(store: str, tmp_path: Path, capsys, monkeyp
     assert code not in (0, None) and "Traceback" not in err, err
     lines = [line for line in err.splitlines() if line.strip()]
     assert lines[-1].startswith("error: ") and len([line for line in lines if line.startswith("error:")]) == 1, err
+    assert not (folder / "bench-run").exists()  # refused before anything was written
 
 
 def test_version_help_from_registries_golden_and_a_streamed_answer(store: str, tmp_path: Path, capsys, monkeypatch,  # noqa: ANN001

@@ -196,9 +196,9 @@ def run_bench(out: Path, data: Path, quick: bool = False, ladder_name: str = "bl
     pages); ``report_split``: the headline split (``dev`` only to make design choices on)."""
     started = time.perf_counter()
     store = store or str(home() / "bench" / "store")
+    steps = ladder(ladder_name)  # an unknown ladder is refused before anything is written
     out.mkdir(parents=True, exist_ok=True)
     bench = build_data(data, out / "data", quick, seed, datasets, split_by)
-    steps = ladder(ladder_name)
     answering = any(step.answer for step in steps)
     per_cell = llm_per_cell if llm_per_cell is not None else (1 if answering else 20)
     notes = list(bench.notes)
