@@ -23,13 +23,20 @@ def bench_store() -> str:
     return os.environ.get("BABELRAG_BENCH_STORE") or str(home() / "bench" / "store")
 
 
-def ensure_pooled_xquad(store: str, kb: str = "xquad-pooled") -> str:
+def ensure_pooled_xquad(store: str) -> str:
     """Every language version of every xquad-dev paragraph in one KB (built once, then reused; rebuilt when an
-    analyzer package changed since)."""
+    analyzer package changed since). Named after its sources' contents, as ``bench`` names its indexes, so that only
+    a KB built from exactly these files is ever rebuilt, even where ``BABELRAG_BENCH_STORE`` names a store that
+    holds a user's KBs too."""
     from babelrag.experiments.runner import ensure_index
     from babelrag.store.base import open_store
 
-    ensure_index(kb, sorted(str(p) for p in XQUAD.glob("xquad.*.json")), open_store(store))
+    sources = sorted(XQUAD.glob("xquad.*.json"))
+    digest = hashlib.sha256()
+    for source in sources:
+        digest.update(source.name.encode("utf-8") + b"\0" + source.read_bytes())
+    kb = f"xquad-pooled-{digest.hexdigest()[:10]}"
+    ensure_index(kb, [str(p) for p in sources], open_store(store))
     return kb
 
 

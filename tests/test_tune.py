@@ -260,6 +260,31 @@ def test_a_scope_takes_the_simplest_option_within_one_standard_error_of_the_best
     assert (kbs["SE"].option, cells["SE|sv"].option, cells["SE|en"].option) == (copies, copies, "as_written")
 
 
+def test_the_one_error_margin_weighs_each_question_as_the_mean_over_rows_does() -> None:
+    """The objective is a mean over rows, so a question asked in three languages weighs three times one asked in one;
+    its error must weigh it the same way (the cluster-robust error), not as one cluster mean among equals."""
+    def dev(gains: list[float], langs: tuple[str, ...], start: int, base: float = 0.4) -> list[DevRow]:
+        return [DevRow(f"q{start + i}:{lang}", "SE", lang, base + gain, 0.0,
+                       {"id": f"q{start + i}:{lang}", "tags": {"qid": f"q{start + i}"},
+                        "evidence": [{"doc_id": "g", "score": 0.9}], "gold_pages": ["g"]})
+                for i, gain in enumerate(gains) for lang in langs]
+    copies = "as_written+pivot_copies:max"
+
+    def chosen(widely_asked: list[float], asked_once: list[float]) -> tuple[str, str]:
+        plain = dev([0.0] * 20, ("sv", "en", "de"), 0) + dev([0.0] * 40, ("sv",), 20)
+        other = dev(widely_asked, ("sv", "en", "de"), 0) + dev(asked_once, ("sv",), 20)
+        global_rule, kbs, _ = choose({"as_written": plain, copies: other},
+                                     {"as_written": 0.0, copies: 0.0}, 0.0)
+        return global_rule.option, kbs["SE"].option
+    # the copies' gain is noise on the 20 questions asked in three languages (+0.7 or −0.5), 0 on the 40 asked
+    # once: 0.06 over rows, against an error of 0.081 (the error of the 60 question means, 0.046, lets them win;
+    # at the KB, both errors times 60/70, the KB's own share of its shrunk mean)
+    assert chosen([0.7, -0.5] * 10, [0.0] * 40) == ("as_written", "as_written")
+    # a steady 0.03 on the widely asked questions, noise (+0.55 or −0.45) on the others: 0.038 over rows against an
+    # error of 0.032 (0.053 from the question means, which keeps the question as written)
+    assert chosen([0.03] * 20, [0.55, -0.45] * 20) == (copies, copies)
+
+
 def test_thresholds_hold_the_budget_for_new_questions_and_per_cell() -> None:
     def dev(cell: str, gold_scores: list[float]) -> list[DevRow]:
         country, lang = cell.split("|")

@@ -16,7 +16,7 @@ import yaml
 from babelrag.config_sections import NO_CONTEXT, flat_values  # imports every method: the registries are complete
 from babelrag.errors import ConfigError
 from babelrag.models.llm import check_llm
-from babelrag.registry import CONTEXTS, RERANKERS, STRATEGIES, TRANSLATORS, Facts
+from babelrag.registry import CONTEXTS, RERANKERS, STRATEGIES, TRANSLATORS, Facts, shown
 from babelrag.search_config import CoralConfig, DeltaConfig, SearchConfig, validated
 
 __all__ = ["PRESETS", "CoralConfig", "DeltaConfig", "SearchConfig", "finding_calls_llm", "for_country",
@@ -176,7 +176,7 @@ def _compose(name: str) -> dict[str, Any]:
                 rest = "+".join(parts[end:])
                 break
         else:
-            raise ConfigError(f"preset: unknown '{name}' (known: {', '.join(PRESETS)}, or several joined by '+')")
+            raise ConfigError(f"preset: unknown '{shown(name)}' (known: {', '.join(PRESETS)}, or several joined by '+')")
     return values
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from babelrag.errors import ConfigError
+from babelrag.registry import shown
 from babelrag.strategies.tuned import OPTIONS as STRATEGY_OPTIONS, needs_copies
 
 
@@ -169,5 +170,5 @@ LADDERS["coral-qa"] = _pick("coral", ("C_own", "C_all (MultiRAG)", "+corpus sele
 
 def ladder(name: str) -> list[Step]:
     if name not in LADDERS:
-        raise ConfigError(f"ladder: unknown '{name}' (known: {', '.join(LADDERS)})")
+        raise ConfigError(f"ladder: unknown '{shown(name)}' (known: {', '.join(LADDERS)})")
     return LADDERS[name]

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from babelrag.evaluate.calibrate import calibrate_threshold, written
-from babelrag.evaluate.clusters import cluster_key, cluster_means
+from babelrag.evaluate.clusters import cluster_key, clustered_standard_error
 from babelrag.strategies.tuned import ANY, OPTIONS, CellRule
 
 GLOBAL = "global"
@@ -125,15 +125,18 @@ def choose(results: Mapping[str, Sequence[DevRow]], costs: Mapping[str, float], 
 
     def margin(scope: str, leader: str, option: str) -> float:
         """One standard error of the leader's shrunk dev gain over ``option`` in ``scope``: the paired gain's,
-        a question and its translations one sample, times the share of the shrunk mean its own ``n`` questions
+        a question and its translations one sample (``clusters.clustered_standard_error``), times the share of the shrunk mean its own ``n`` questions
         make (n / (n + prior); the parent's part is held fixed); none can be told from one question."""
         rows = [r for r in reference if _within(r, scope)]
-        gains = cluster_means([objective[leader][r.question] - objective[option][r.question] for r in rows],
-                              [r.sample for r in rows])
-        if len(gains) < 2:
+        samples = [r.sample for r in rows]
+        n = len(set(samples))
+        if n < 2:
             return float("inf")
-        own = 1.0 if scope == GLOBAL else len(gains) / (len(gains) + prior)
-        return own * float(np.std(gains, ddof=1) / np.sqrt(len(gains)))
+        own = 1.0 if scope == GLOBAL else n / (n + prior)
+        # the objective is a mean over rows: its error is the cluster-robust one (questions asked in more of the
+        # scope's languages weigh more, and their translations do not shrink it)
+        return own * clustered_standard_error(
+            [objective[leader][r.question] - objective[option][r.question] for r in rows], samples)
 
     def best(scope: str, inherited: str | None) -> str:
         """The option with the best shrunk objective (any but the cheapest only where the scope's own questions
