@@ -1,6 +1,7 @@
 """Shared benchmark helpers: the shared data location, a reusable bench store, percentiles, tables."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import sys
@@ -23,15 +24,18 @@ def bench_store() -> str:
     return os.environ.get("BABELRAG_BENCH_STORE") or str(home() / "bench" / "store")
 
 
+@functools.cache
 def ensure_pooled_xquad(store: str) -> str:
     """Every language version of every xquad-dev paragraph in one KB (built once, then reused; rebuilt when an
     analyzer package changed since). Named after its sources' contents, as ``bench`` names its indexes, so that only
     a KB built from exactly these files is ever rebuilt, even where ``BABELRAG_BENCH_STORE`` names a store that
-    holds a user's KBs too."""
+    holds a user's KBs too. Checked once a process (the sources are read whole to name it)."""
     from babelrag.experiments.runner import ensure_index
     from babelrag.store.base import open_store
 
     sources = sorted(XQUAD.glob("xquad.*.json"))
+    if not sources:
+        raise SystemExit(f"no xquad.*.json in {XQUAD}: the pooled benchmark KB has nothing to hold")
     digest = hashlib.sha256()
     for source in sources:
         digest.update(source.name.encode("utf-8") + b"\0" + source.read_bytes())

@@ -45,7 +45,7 @@ from common import XQUAD, bench_store, console, ensure_pooled_xquad, need_data, 
 
 from babelrag.experiments.squad import load_squad_folder  # noqa: E402
 from babelrag.config import parse_overrides, preset_config  # noqa: E402
-from babelrag.errors import ConfigError  # noqa: E402
+from babelrag.errors import ConfigError, shown  # noqa: E402
 from babelrag.experiments.runner import needs_rebuilding  # noqa: E402
 from babelrag.kb import KnowledgeBase, drop_kb, embedder_for  # noqa: E402
 from babelrag.lang import analyzers  # noqa: E402
@@ -258,7 +258,7 @@ def main() -> None:
             return
         modes = [mode for mode in args.modes.split(",") if mode]
         if unknown := [mode for mode in modes if mode not in MODES]:
-            raise SystemExit(f"--modes: unknown {', '.join(unknown)} (known: {', '.join(MODES)})")
+            raise SystemExit(f"--modes: unknown {', '.join(shown(mode) for mode in unknown)} (known: {', '.join(MODES)})")
         ensure_pooled_xquad(store)
         instructions(len(counted), args.rounds, modes)
         return

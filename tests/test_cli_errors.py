@@ -11,7 +11,7 @@ import pytest
 from babelrag.cli import main
 from babelrag.config import PRESETS
 from babelrag.ingest.pipeline import index_sources
-from babelrag.registry import SHOWN_CHARS
+from babelrag.errors import SHOWN_CHARS
 
 
 @pytest.fixture(scope="module")
@@ -124,15 +124,19 @@ def test_an_unknown_method_name_fails_before_any_search(store: str, capsys, monk
     assert line.startswith(f"error: {setting}: unknown ") and "'nope'" in line and known in line
 
 
-@pytest.mark.parametrize("setting, args", [
-    ("context", ["search", "q", "--kb", "demo", "--set", "context={name}"]),
-    ("preset", ["search", "q", "--kb", "demo", "--preset", "{name}"]),
-    ("ladder", ["bench", "--ladder", "{name}", "--out", "{tmp}/bench-run"])])
+@pytest.mark.parametrize("said, args", [
+    ("context: unknown", ["search", "q", "--kb", "demo", "--set", "context={name}"]),
+    ("preset: unknown", ["search", "q", "--kb", "demo", "--preset", "{name}"]),
+    ("ladder: unknown", ["bench", "--ladder", "{name}", "--out", "{tmp}/bench-run"]),
+    ("--set '", ["search", "q", "--kb", "demo", "--set", "{name}"]),  # no '=': not a key=value pair
+    ("models pull: unknown model", ["models", "pull", "{name}"]),
+    ("--objective: expected", ["tune", "--kb", "demo", "--golden", "{tmp}/golden.jsonl", "--objective", "{name}"]),
+    ("--scope: expected", ["index", "{tmp}/docs.jsonl", "--kb", "scoped", "--scope", "{name}"])])
 def test_an_unknown_name_is_never_echoed_whole(store: str, capsys, monkeypatch, tmp_path,  # noqa: ANN001
-                                               setting: str, args: list[str]) -> None:
+                                               said: str, args: list[str]) -> None:
     monkeypatch.setenv("BABELRAG_STORE", store)
     long_name = "x" * 5000
     code, _, err = run(capsys, monkeypatch, *[arg.format(name=long_name, tmp=tmp_path) for arg in args])
     _, _, short = run(capsys, monkeypatch, *[arg.format(name="x", tmp=tmp_path) for arg in args])
-    assert code not in (0, None) and f"error: {setting}: unknown" in err and long_name not in err
+    assert code not in (0, None) and f"error: {said}" in err and long_name not in err
     assert len(err) <= len(short) + SHOWN_CHARS  # the name's start, whatever its length

@@ -179,6 +179,14 @@ def rows(option: str, cells: dict[str, tuple[int, float, float]]) -> list[DevRow
     return out
 
 
+@pytest.mark.parametrize("objective, calls", [(float("nan"), 0.0), (float("inf"), 0.0), (0.5, float("nan")),
+                                                (0.5, float("inf")), (0.5, -1.0)])
+def test_a_dev_row_that_no_comparison_could_rank_is_refused(objective: float, calls: float) -> None:
+    # a NaN objective would lose every comparison in silence: the option dropped, a margin never met
+    with pytest.raises(ValueError, match="must be finite"):
+        DevRow("q1:sv", "SE", "sv", objective, calls, {})
+
+
 def test_cells_choose_what_their_shrunk_dev_results_favour_within_the_budget() -> None:
     plain = rows("as_written", {"SE|sv": (20, 0.5, 0), "SE|en": (20, 0.9, 0), "SE|id": (3, 0.5, 0)})
     translated = rows("kb", {"SE|sv": (20, 0.8, 1), "SE|en": (20, 0.9, 1), "SE|id": (3, 1.0, 1)})

@@ -14,9 +14,9 @@ from typing import Any
 import yaml
 
 from babelrag.config_sections import NO_CONTEXT, flat_values  # imports every method: the registries are complete
-from babelrag.errors import ConfigError
+from babelrag.errors import ConfigError, shown
 from babelrag.models.llm import check_llm
-from babelrag.registry import CONTEXTS, RERANKERS, STRATEGIES, TRANSLATORS, Facts, shown
+from babelrag.registry import CONTEXTS, RERANKERS, STRATEGIES, TRANSLATORS, Facts
 from babelrag.search_config import CoralConfig, DeltaConfig, SearchConfig, validated
 
 __all__ = ["PRESETS", "CoralConfig", "DeltaConfig", "SearchConfig", "finding_calls_llm", "for_country",
@@ -151,7 +151,7 @@ def parse_overrides(pairs: Iterable[str]) -> dict[str, Any]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(f"--set '{pair}': expected key=value")
+            raise ConfigError(f"--set '{shown(pair)}': expected key=value")
         try:
             nested: Any = yaml.safe_load(value) if value.strip() else None
         except yaml.YAMLError:

@@ -22,8 +22,8 @@ import babelrag.context  # noqa: F401 - registers the context strategies
 import babelrag.models.rerank  # noqa: F401 - registers the rerankers
 import babelrag.models.registry  # noqa: F401 - registers the translators
 import babelrag.strategies  # noqa: F401 - registers the query strategies
-from babelrag.errors import ConfigError
-from babelrag.registry import CONTEXTS, STRATEGIES, Entry, Registry, shown
+from babelrag.errors import ConfigError, shown
+from babelrag.registry import CONTEXTS, STRATEGIES, Entry, Registry
 from babelrag.search_config import SearchConfig
 
 NO_CONTEXT = "none"  # no retrieval at all: the no-RAG baseline

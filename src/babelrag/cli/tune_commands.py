@@ -30,13 +30,13 @@ def tune(
 ) -> None:
     """Fit the KB's relevance model and choose, per (country × question language) cell, its paths and
     threshold from measured dev results; stored with the KB for `--preset tuned`."""
-    from babelrag.errors import ConfigError
+    from babelrag.errors import ConfigError, shown
     from babelrag.evaluate.golden import load_golden
     from babelrag.kb import KnowledgeBase
     from babelrag.tune.runner import TuneOptions, summary_lines, tune as run_tune, write_profile
 
     if objective not in ("mrr", "recall@10"):
-        raise ConfigError(f"--objective: expected mrr or recall@10, got '{objective}'")
+        raise ConfigError(f"--objective: expected mrr or recall@10, got '{shown(objective)}'")
     options = TuneOptions(objective=objective, max_llm_calls=max_llm_calls, max_docs=max_docs,  # type: ignore[arg-type]
                           recall_loss=recall_loss, llm=llm, fit_model=not keep_model, dev_share=dev_share)
     with KnowledgeBase.open(kb, store) as handle:

@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from babelrag.errors import ConfigError
-from babelrag.registry import shown
+from babelrag.errors import ConfigError, shown
 from babelrag.strategies.tuned import OPTIONS as STRATEGY_OPTIONS, needs_copies
 
 

@@ -12,7 +12,7 @@ from itertools import chain
 from typing import Any
 
 from babelrag import deadline
-from babelrag.errors import InputError
+from babelrag.errors import InputError, shown
 from babelrag.ingest.chunking import approximate_tokens, chunk_text
 from babelrag.ingest.readers import read_source
 from babelrag.ingest.records import Defaults, Located, validate_all
@@ -180,8 +180,9 @@ def _refuse_collisions(passages: Sequence[Passage], kb: KnowledgeBase | None) ->
     owner: dict[str, str] = {}
     for p in passages:
         if owner.setdefault(p.id, p.record_id) != p.record_id:
-            raise InputError("request", None, f"record '{p.record_id}' would be stored as passage '{p.id}', which is "
-                                              f"also a chunk of record '{owner[p.id]}'; give it another id",
+            raise InputError("request", None, f"record '{shown(p.record_id)}' would be stored as passage "
+                                              f"'{shown(p.id)}', which is also a chunk of record "
+                                              f"'{shown(owner[p.id])}'; give it another id",
                              field="id")
     if kb is not None:
         for start in range(0, len(passages), 256):
@@ -189,8 +190,9 @@ def _refuse_collisions(passages: Sequence[Passage], kb: KnowledgeBase | None) ->
             found = kb.collection.fetch([p.id for p in batch])
             for p in batch:
                 if p.id in found and found[p.id].passage.record_id != p.record_id:
-                    raise InputError("request", None, f"record '{p.record_id}' would be stored as passage '{p.id}', "
-                                                      f"which is a chunk of record '{found[p.id].passage.record_id}' in "
+                    raise InputError("request", None, f"record '{shown(p.record_id)}' would be stored as passage "
+                                                      f"'{shown(p.id)}', which is a chunk of record "
+                                                      f"'{shown(found[p.id].passage.record_id)}' in "
                                                       f"'{kb.name}'; give it another id", field="id")
 
 

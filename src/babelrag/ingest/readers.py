@@ -16,7 +16,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-from babelrag.errors import InputError
+from babelrag.errors import InputError, shown
 from babelrag.jsonl import numbered_lines
 
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".html", ".htm"}
@@ -44,7 +44,7 @@ def decode(path: Path, encoding: str = "utf-8") -> str:
         raise InputError(path, line, f"not valid {encoding} (byte 0x{raw[error.start]:02x}); "
                                      f"re-encode the file or pass --encoding") from error
     except LookupError as error:
-        raise InputError(path, None, f"unknown encoding '{encoding}'") from error
+        raise InputError(path, None, f"unknown encoding '{shown(encoding)}'") from error
 
 
 def read_jsonl(path: Path, encoding: str = "utf-8") -> Iterator[RawRecord]:
@@ -199,5 +199,5 @@ def read_source(source: str | Path, encoding: str = "utf-8") -> Iterator[RawReco
     elif suffix in TEXT_SUFFIXES:
         yield read_text_file(path, path.parent, encoding)
     else:
-        raise InputError(path, None, f"unknown format '{suffix}' (use .jsonl, .csv, .json, "
+        raise InputError(path, None, f"unknown format '{shown(suffix)}' (use .jsonl, .csv, .json, "
                                      f"or a folder of .txt/.md/.html)")

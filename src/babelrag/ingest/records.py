@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from babelrag.codes import iso_language, language_code
-from babelrag.errors import InputError
+from babelrag.errors import InputError, shown
 from babelrag.ingest.readers import RawRecord
 
 CORE_FIELDS = {"id", "text", "title", "lang", "country", "scope", "source", "doc_id", "metadata"}
@@ -42,7 +42,7 @@ class Document(BaseModel):
             return None
         code = iso_language(value)
         if code is None:
-            raise ValueError(f"'{value}' is not an ISO 639 language code (e.g. 'sv', 'zh')")
+            raise ValueError(f"'{shown(value)}' is not an ISO 639 language code (e.g. 'sv', 'zh')")
         return code
 
     @field_validator("country")
@@ -106,7 +106,7 @@ def validate_all(records: Iterable[RawRecord], defaults: Defaults) -> list[Locat
         first = seen.get(located.document.id)
         if first is not None:
             where = first.path + (f":{first.line}" if first.line else "")
-            raise InputError(raw.path, raw.line, f"duplicate id '{located.document.id}' (first seen at {where})",
+            raise InputError(raw.path, raw.line, f"duplicate id '{shown(located.document.id)}' (first seen at {where})",
                              field="id")
         seen[located.document.id] = located
     return list(seen.values())

@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from babelrag.errors import BabelragError, ConfigError
+from babelrag.errors import BabelragError, ConfigError, shown
 from babelrag.paths import home
 
 
@@ -96,7 +96,7 @@ def models_dir() -> Path:
 
 def model_path(name: str) -> Path:
     if name not in CATALOG:
-        raise ConfigError(f"llm: unknown model '{name}' (catalog: {', '.join(CATALOG)}; or a .gguf path, "
+        raise ConfigError(f"llm: unknown model '{shown(name)}' (catalog: {', '.join(CATALOG)}; or a .gguf path, "
                           f"or openai:MODEL@URL)")
     path = models_dir() / f"{name}.gguf"
     if not path.is_file():
@@ -154,10 +154,15 @@ def join_verified(parts: list[Path], target: Path, sha256: str) -> None:
     os.replace(partial, target)
 
 
-def pull(name: str, force: bool = False) -> Path:
+def catalog_model(name: str) -> CatalogModel:
+    """The catalog's entry of that name; an unknown name is refused (its start only repeated)."""
     if name not in CATALOG:
-        raise ConfigError(f"models pull: unknown model '{name}' (catalog: {', '.join(CATALOG)})")
-    entry = CATALOG[name]
+        raise ConfigError(f"models pull: unknown model '{shown(name)}' (catalog: {', '.join(CATALOG)})")
+    return CATALOG[name]
+
+
+def pull(name: str, force: bool = False) -> Path:
+    entry = catalog_model(name)
     target = models_dir() / f"{name}.gguf"
     if target.is_file() and not force:
         return target

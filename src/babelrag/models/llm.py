@@ -20,10 +20,10 @@ from typing import Any
 import httpx
 
 from babelrag import deadline, paths
-from babelrag.errors import ConfigError
+from babelrag.errors import ConfigError, shown
 from babelrag.models.catalog import CATALOG, model_path, verified
 from babelrag.models.llm_types import LLM, Completion, LLMError, Message, OnText
-from babelrag.registry import LLM_BACKENDS, shown
+from babelrag.registry import LLM_BACKENDS
 
 __all__ = ["LLM", "Completion", "LLMError", "LocalLLM", "Message", "OpenAILLM", "build_llm", "register_llm",
            "serve_gguf"]
@@ -54,7 +54,7 @@ def _positive_env(name: str, default: int) -> int:
     try:
         value = int(raw) if raw else default
     except ValueError as error:
-        raise ConfigError(f"${name}: a whole number of slots (got '{raw}')") from error
+        raise ConfigError(f"${name}: a whole number of slots (got '{shown(raw)}')") from error
     if not 1 <= value <= 64:
         raise ConfigError(f"${name}: between 1 and 64 (got {value})")
     return value

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from babelrag.errors import ConfigError, IndexMismatch
+from babelrag.errors import ConfigError, IndexMismatch, shown
 from babelrag.models.bundle import Models
 from babelrag.registry import STRATEGIES, Facts
 from babelrag.search_config import SearchConfig, validated
@@ -145,7 +145,7 @@ class Tuned:
         profile = self._profiles[key]
         key, rule = profile.rule_for(question.country if config.country_filter else None, question.lang)
         if rule.option not in profile.options:
-            raise ConfigError(f"profile: rule {key} names option '{rule.option}', which the profile does not define")
+            raise ConfigError(f"profile: rule {key} names option '{shown(rule.option)}', which the profile does not define")
         values = config.model_dump(mode="json")
         values.update(profile.options[rule.option])
         if values.get("merge") == "rrf":  # RRF totals have no fixed meaning: no threshold

@@ -25,6 +25,7 @@ a τ from 127 questions). A global rule vouched for by nothing has no threshold.
 """
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from babelrag.errors import shown
 from babelrag.evaluate.calibrate import calibrate_threshold, written
 from babelrag.evaluate.clusters import cluster_key, clustered_standard_error
 from babelrag.strategies.tuned import ANY, OPTIONS, CellRule
@@ -49,6 +51,12 @@ class DevRow:
     objective: float
     llm_calls: float
     row: Mapping[str, Any]  # the run row: evidence (doc_id, score) and gold_pages, for thresholds
+
+    def __post_init__(self) -> None:
+        # a NaN would lose every comparison in silence (an option dropped, a margin never met): a bug upstream
+        if not (math.isfinite(self.objective) and 0.0 <= self.llm_calls < math.inf):
+            raise ValueError(f"dev row of question {shown(self.question)}: objective {self.objective} and LLM calls "
+                             f"{self.llm_calls} must be finite, the calls not negative")
 
     @property
     def kb(self) -> str:
@@ -124,9 +132,10 @@ def choose(results: Mapping[str, Sequence[DevRow]], costs: Mapping[str, float], 
     objective = {o: {r.question: r.objective for r in paired[o]} for o in allowed}
 
     def margin(scope: str, leader: str, option: str) -> float:
-        """One standard error of the leader's shrunk dev gain over ``option`` in ``scope``: the paired gain's,
-        a question and its translations one sample (``clusters.clustered_standard_error``), times the share of the shrunk mean its own ``n`` questions
-        make (n / (n + prior); the parent's part is held fixed); none can be told from one question."""
+        """One standard error of the leader's shrunk dev gain over ``option`` in ``scope``: the paired gain's, a
+        question and its translations one sample (``clusters.clustered_standard_error``), times the share of the
+        shrunk mean its own ``n`` questions make (n / (n + prior); the parent's part is held fixed); none can be
+        told from one question."""
         rows = [r for r in reference if _within(r, scope)]
         samples = [r.sample for r in rows]
         n = len(set(samples))

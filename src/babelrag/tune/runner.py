@@ -25,7 +25,7 @@ from typing import Any, Literal
 import yaml
 
 from babelrag.config import preset_config
-from babelrag.errors import ConfigError, InputError
+from babelrag.errors import ConfigError, InputError, shown
 from babelrag.evaluate.clusters import cluster_keys
 from babelrag.evaluate.golden import GoldenQuestion, sample_per_cell
 from babelrag.evaluate.runs import question_row
@@ -81,10 +81,11 @@ def questions_for(kb: KnowledgeBase, golden: Sequence[GoldenQuestion]) -> list[G
     countries = set(kb.manifest.languages.countries)
     for q in mine:
         if q.lang not in NAMES:
-            raise InputError("golden set", None, f"question '{q.id}': unknown language '{q.lang}'", field="lang")
+            raise InputError("golden set", None, f"question '{shown(q.id)}': unknown language '{shown(q.lang)}'",
+                             field="lang")
         if q.country and q.country not in countries:
-            raise InputError("golden set", None, f"question '{q.id}': country '{q.country}' is not in knowledge base "
-                                                 f"'{kb.name}' (it has {', '.join(sorted(countries)) or 'none'})",
+            raise InputError("golden set", None, f"question '{shown(q.id)}': country '{shown(q.country)}' is not in "
+                                                 f"knowledge base '{kb.name}' (it has {', '.join(sorted(countries)) or 'none'})",
                              field="country")
     return mine
 
