@@ -258,7 +258,8 @@ def main() -> None:
             return
         modes = [mode for mode in args.modes.split(",") if mode]
         if unknown := [mode for mode in modes if mode not in MODES]:
-            raise SystemExit(f"--modes: unknown {', '.join(shown(mode) for mode in unknown)} (known: {', '.join(MODES)})")
+            raise SystemExit(f"--modes: unknown {', '.join(shown(mode) for mode in unknown)} "
+                             f"(known: {', '.join(MODES)})")
         ensure_pooled_xquad(store)
         instructions(len(counted), args.rounds, modes)
         return

@@ -76,7 +76,8 @@ def load_golden(path: str | Path) -> list[GoldenQuestion]:
             message = "required field is missing" if first["type"] == "missing" else first["msg"]
             raise InputError(path, raw.line, message, field=field) from error
         if item.id in seen:
-            raise InputError(path, raw.line, f"duplicate id '{shown(item.id)}' (first at line {seen[item.id]})", field="id")
+            raise InputError(path, raw.line, f"duplicate id '{shown(item.id)}' (first at line {seen[item.id]})",
+                             field="id")
         seen[item.id] = raw.line
         questions.append(item)
     if not questions:

@@ -145,7 +145,8 @@ class Tuned:
         profile = self._profiles[key]
         key, rule = profile.rule_for(question.country if config.country_filter else None, question.lang)
         if rule.option not in profile.options:
-            raise ConfigError(f"profile: rule {key} names option '{shown(rule.option)}', which the profile does not define")
+            raise ConfigError(f"profile: rule {key} names option '{shown(rule.option)}', which the profile does not "
+                              f"define")
         values = config.model_dump(mode="json")
         values.update(profile.options[rule.option])
         if values.get("merge") == "rrf":  # RRF totals have no fixed meaning: no threshold

@@ -85,7 +85,8 @@ def questions_for(kb: KnowledgeBase, golden: Sequence[GoldenQuestion]) -> list[G
                              field="lang")
         if q.country and q.country not in countries:
             raise InputError("golden set", None, f"question '{shown(q.id)}': country '{shown(q.country)}' is not in "
-                                                 f"knowledge base '{kb.name}' (it has {', '.join(sorted(countries)) or 'none'})",
+                                                 f"knowledge base '{kb.name}' "
+                                                 f"(it has {', '.join(sorted(countries)) or 'none'})",
                              field="country")
     return mine
 
