@@ -293,6 +293,25 @@ def test_the_one_error_margin_weighs_each_question_as_the_mean_over_rows_does() 
     assert chosen([0.03] * 20, [0.55, -0.45] * 20) == (copies, copies)
 
 
+def test_a_scope_s_margin_is_the_error_of_the_part_of_its_shrunk_gain_its_own_questions_make() -> None:
+    """A KB's shrunk gain is 30/40 its own questions' gain and 10/40 its parent's, held fixed: its error is 30/40
+    the error of its own questions' gain. The whole error would keep the question as written here."""
+    def dev(gains: list[float], country: str) -> list[DevRow]:
+        return [DevRow(f"{country}{i}", country, "sv", 0.46 + gain, 0.0,
+                       {"id": f"{country}{i}", "tags": {"qid": f"{country}{i}"},
+                        "evidence": [{"doc_id": "g", "score": 0.9}], "gold_pages": ["g"]})
+                for i, gain in enumerate(gains)]
+    copies = "as_written+pivot_copies:max"
+    plain = dev([0.0] * 30, "SE") + dev([0.0] * 30, "PL")
+    # SE: the copies gain 0.08 through noise (+0.53 or −0.37), one standard error 0.084; PL: a steady −0.02
+    other = dev([0.53, -0.37] * 15, "SE") + dev([-0.02] * 30, "PL")
+    global_rule, kbs, cells = choose({"as_written": plain, copies: other}, {"as_written": 0.0, copies: 0.0}, 0.0)
+    assert global_rule.option == "as_written"  # 0.03 over 60 questions, within its error of 0.042
+    # SE's shrunk gain (30·0.08 + 10·0.03)/40 = 0.0675 is above 30/40 of 0.084 (0.063), within the whole 0.084
+    assert (kbs["SE"].option, cells["SE|sv"].option) == (copies, copies)
+    assert kbs["PL"].option == "as_written"
+
+
 def test_thresholds_hold_the_budget_for_new_questions_and_per_cell() -> None:
     def dev(cell: str, gold_scores: list[float]) -> list[DevRow]:
         country, lang = cell.split("|")
