@@ -19,7 +19,7 @@ from babelrag.relevance.features import FEATURES, feature_matrix
 from babelrag.relevance.learn import fit
 from babelrag.relevance.model import default_model, question_hash
 from babelrag.retrieve.pipeline import Searcher
-from babelrag.strategies.tuned import OPTIONS, CellRule, Profile, Tuned
+from babelrag.strategies.tuned import OPTIONS, CellRule, Profile, Tuned, load_profile
 from babelrag.tune.choose import DevRow, choose, shrunk_objectives
 from babelrag.tune.fitting import SIMPLEST_FIRST
 from babelrag.tune.runner import TuneOptions, tune, write_profile
@@ -214,7 +214,7 @@ def test_a_rank_fused_option_gets_no_threshold_and_its_searches_none(tuned_kb: s
         write_profile(profile, tmp_path / "xt.yaml")
         config, why = Tuned(None).resolve(Question("Wer?", lang="de"), kb, preset_config("tuned", {"profile": str(tmp_path)}))
     assert (config.merge, config.threshold, config.extra_paths) == ("rrf", None, ("pivot_copies",))
-    assert why["option"] == "as_written+pivot_copies"
+    assert why["option"] == "as_written+pivot_copies" and why["threshold"] is None  # as applied: none for RRF
 
 
 def test_shrinkage_pulls_small_cells_toward_their_kb() -> None:
@@ -360,6 +360,32 @@ def test_tuned_search_applies_the_cell_rule_and_records_it(tuned_kb: str, tmp_pa
         english = Searcher(kb, config).search(Question("Who won Super Bowl 50?", lang="en"))
         assert next(s for s in english.trace.steps if s.stage == "resolve").data["rule"] == "global"
         assert english.passed == 10
+
+
+def test_a_threshold_and_k_the_user_set_stand_against_the_cell_rule(tuned_kb: str, tmp_path: Path) -> None:
+    """The rule's τ applies only where the user set none, and its k only lowers the user's; the trace records what
+    was applied."""
+    with KnowledgeBase.open("xt", tuned_kb) as kb:
+        write_profile(profile_for(kb), tmp_path / "xt.yaml")  # *|de: τ 0.5, k 3
+        german = Question("Wer?", lang="de")
+        own = preset_config("tuned", {"profile": str(tmp_path), "threshold": 0.2, "k": 2})
+        config, why = Tuned(None).resolve(german, kb, own)
+        assert (config.threshold, config.k, why["threshold"], why["k"]) == (0.2, 2, 0.2, 2)
+        config, why = Tuned(None).resolve(german, kb, preset_config("tuned", {"profile": str(tmp_path), "k": 5}))
+        assert (config.threshold, config.k, why["threshold"]) == (0.5, 3, 0.5)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("kb: [unclosed\n  secret-value", "not YAML (line"),
+    ("kb: xt\nsecret_field_name_that_is_long_enough_to_be_clipped_somewhere: 1\n", "not a babelrag profile"),
+])
+def test_a_damaged_profile_is_refused_without_quoting_it(tuned_kb: str, tmp_path: Path, text: str,
+                                                         expected: str) -> None:
+    (tmp_path / "xt.yaml").write_text(text, encoding="utf-8")
+    with KnowledgeBase.open("xt", tuned_kb) as kb, pytest.raises(ConfigError) as error:
+        load_profile(kb, str(tmp_path))
+    assert expected in str(error.value)
+    assert "secret-value" not in str(error.value) and "somewhere" not in str(error.value)
 
 
 def test_a_tuned_searchs_cell_searchers_share_its_relevance_model(tuned_kb: str, tmp_path: Path) -> None:
@@ -677,6 +703,60 @@ def test_the_shipped_model_competes_on_its_own_training_questions_only_through_t
     _, report = fit_selected(candidates, {}, no_folds, texts=candidates.texts)
     assert "shipped" not in report["cv_mrr"] and report["shipped_left_out"].startswith(
         f"the shipped model was fitted on {questions} of these")
+
+
+def test_tune_lets_the_shipped_model_compete_only_on_the_embedder_it_was_fitted_on() -> None:
+    """Its weights read the embedded default's cosines: on a KB built by another embedder it would be scored on
+    numbers it never saw, win by the one-error rule, and be refused at search time after the whole fit."""
+    from types import SimpleNamespace
+
+    from babelrag.relevance.features import HYBRID_PRESET
+    from babelrag.tune.fitting import fit_selected
+    from babelrag.tune.runner import shipped_for
+
+    def kb_built_by(fingerprint: str) -> KnowledgeBase:
+        return SimpleNamespace(embedder=SimpleNamespace(fingerprint=lambda: fingerprint))  # type: ignore[return-value]
+
+    assert shipped_for(kb_built_by(default_model().meta["embedder"])) is default_model()
+    assert shipped_for(kb_built_by("openai:text-embedding-3-small")) is None
+    labels = _gold_first(40, 10)
+    signal = labels + np.random.default_rng(7).standard_normal(len(labels))
+    candidates = _dev_candidates(labels, 10, dict.fromkeys(("dense_z", "dense_z:cross", HYBRID_PRESET), signal))
+    model, report = fit_selected(candidates, {"name": "refit"}, None)
+    assert "shipped" not in report["cv_mrr"] and report["variant"] in ("hybrid", "full")
+    assert "another embedder" in report["shipped_left_out"] and model is not default_model()
+
+
+def test_a_fold_left_unfitted_is_counted_and_a_bug_in_a_fit_stops_the_selection(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fold whose training side has nothing to calibrate on is skipped for every model, and the report says so; any
+    other error inside a fit is a bug, and no fold hides it."""
+    from babelrag.relevance import learn
+    from babelrag.relevance.calibration import monotone_logistic
+    from babelrag.relevance.features import HYBRID_PRESET
+    from babelrag.tune import fitting
+
+    labels = _gold_first(40, 10)
+    signal = labels + np.random.default_rng(7).standard_normal(len(labels))
+    candidates = _dev_candidates(labels, 10, dict.fromkeys(("dense_z", "dense_z:cross", HYBRID_PRESET), signal))
+    assert fitting.fit_selected(candidates, {}, None)[1]["folds"] == 5
+    real_fit, calls = fitting.fit, []
+
+    def first_fold_uncalibrated(rows, labels, *args, **kwargs):
+        calls.append(len(rows))
+        # the first fold's first fit: a training side with no relevant candidate (the fold's other fit is not tried)
+        return real_fit(rows, np.zeros_like(labels) if len(calls) == 1 else labels, *args, **kwargs)
+    monkeypatch.setattr(fitting, "fit", first_fold_uncalibrated)
+    report = fitting.fit_selected(candidates, {}, None)[1]
+    assert (report["folds"], report["folds_unfitted"]) == (4, 1)
+    monkeypatch.setattr(fitting, "fit", real_fit)
+
+    def shape_bug(inputs, *args, **kwargs):
+        return monotone_logistic(inputs[:, :0] @ np.ones(3), *args, **kwargs)
+    monkeypatch.setattr(learn, "monotone_logistic", shape_bug)
+    with pytest.raises(ValueError, match="mismatch") as error:
+        fitting.fit_selected(candidates, {}, None)
+    assert not isinstance(error.value, ConfigError)
 
 
 def test_tunes_one_feature_variant_is_the_hybrid_presets_own_order() -> None:

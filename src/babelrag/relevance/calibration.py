@@ -40,13 +40,18 @@ def path_softmax(logits: np.ndarray, paths: np.ndarray) -> np.ndarray:
     return shifted / np.bincount(path_of, weights=shifted)[path_of]
 
 
+class CalibrationError(ValueError):
+    """The calibration has nothing to fit (one label only) or did not converge: a fold may be skipped for it, where
+    any other error is a bug and stops the run."""
+
+
 def monotone_logistic(inputs: np.ndarray, labels: np.ndarray, increasing: Sequence[int], c: float = 1e4) -> np.ndarray:
     """(weights per input column, offset) of a logistic regression of ``labels`` on ``inputs`` whose weights
     on the ``increasing`` columns are kept ≥ 0 (the first of them ≥ ``MIN_SLOPE`` per standard deviation, so the
     probability rises strictly with it). L2 on the weights of the standardised columns, ``|w|² / 2c``: every
     input penalised alike, and at the default ``c`` negligible (as scikit-learn's ``C`` would be, on raw inputs)."""
     if len(inputs) == 0 or labels.min() == labels.max():
-        raise ValueError("calibration: needs relevant and irrelevant candidates")
+        raise CalibrationError("calibration: needs relevant and irrelevant candidates")
     scale = inputs.std(axis=0)
     scale[scale == 0] = 1.0
     centre = inputs.mean(axis=0)
@@ -66,6 +71,6 @@ def monotone_logistic(inputs: np.ndarray, labels: np.ndarray, increasing: Sequen
     found = minimize(loss, np.zeros(width + 1), jac=True, method="L-BFGS-B", bounds=bounds,
                      options={"maxiter": MAX_ITERATIONS})
     if found.status == 1:  # stopped by the budget, not at an optimum: weights that would be used as if fitted
-        raise ValueError(f"calibration: the fit did not converge in {MAX_ITERATIONS} iterations")
+        raise CalibrationError(f"calibration: the fit did not converge in {MAX_ITERATIONS} iterations")
     weights = found.x[:width] / scale
     return np.append(weights, found.x[width] - centre @ weights)

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from babelrag.errors import ConfigError
-from babelrag.relevance.calibration import MIN_SLOPE, PATH_SOFTMAX, monotone_logistic
+from babelrag.relevance.calibration import MIN_SLOPE, PATH_SOFTMAX, CalibrationError, monotone_logistic
 from babelrag.relevance.features import FEATURES, PIVOT_COPY
 from babelrag.relevance.listwise import listwise_weights
 from babelrag.relevance.model import PATH_KINDS, RelevanceModel, path_kinds, question_hash
@@ -104,7 +104,7 @@ def _kind_calibration(model: RelevanceModel, rows: np.ndarray, labels: np.ndarra
     increasing = [0, *(1 + i for i, name in enumerate(model.calibration_inputs) if name == PATH_SOFTMAX)]
     try:
         slope, *weights, offset = (float(w) for w in monotone_logistic(inputs, labels, increasing))
-    except ValueError as error:  # the fit's own words: no input in them
+    except CalibrationError as error:  # the fit's own words: no input in them (any other error is a bug: it stops)
         raise ConfigError(f"relevance model: {error}") from error
     if not np.isfinite([slope, offset, *weights]).all():
         raise ConfigError("relevance model: the calibration did not converge to finite weights")

@@ -115,8 +115,15 @@ def load_profile(kb: KnowledgeBase, path: str | None = None) -> Profile:
         profile = Profile.model_validate(raw)
     except OSError as error:
         raise ConfigError(f"profile: cannot read {path}: {error.strerror}") from error
-    except (yaml.YAMLError, ValidationError) as error:
-        raise ConfigError(f"profile {path or '(stored with the KB)'}: not a babelrag profile ({error})") from error
+    except yaml.YAMLError as error:  # its line, not its text: the parser's message quotes the file
+        mark = getattr(error, "problem_mark", None)
+        raise ConfigError(f"profile {path or '(stored with the KB)'}: not YAML"
+                          f"{f' (line {mark.line + 1})' if mark else ''}") from error
+    except ValidationError as error:  # the fields at fault, not the values pydantic would quote
+        faults = "; ".join(f"{shown('.'.join(map(str, e['loc']))) or 'the whole file'}: {e['msg']}"
+                           for e in error.errors(include_url=False, include_input=False)[:3])
+        raise ConfigError(f"profile {path or '(stored with the KB)'}: not a babelrag profile "
+                          f"({error.error_count()} faults; {faults})") from error
     profile.check(kb)
     return profile
 
@@ -158,6 +165,6 @@ class Tuned:
         if rule.k is not None:
             values["k"] = min(config.k, rule.k)
         return validated(values), {"rule": key, "source": rule.source, "option": rule.option,
-                                     "threshold": rule.threshold, "k": values["k"]}
+                                     "threshold": values["threshold"], "k": values["k"]}  # as applied
 
 

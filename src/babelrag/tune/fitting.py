@@ -84,13 +84,14 @@ def out_of_fold_rows(model: RelevanceModel, candidates: Candidates, k: int = 10)
     cluster per group: a question's translations count once)."""
     rows = []
     first = candidates.path == 0
+    qids = candidates.qids  # built once: each is a question's serialised form
     for question in np.unique(candidates.question[first]):
         index = np.where(first & (candidates.question == question))[0]
         scores = model.for_question(candidates.asked[question].question).predict(candidates.rows[index],
                                                                                   np.zeros(len(index)))
         order = np.argsort(-scores, kind="stable")[:k]
         asked = candidates.asked[question]
-        rows.append({"id": asked.id, "tags": {"qid": candidates.qids[question]},
+        rows.append({"id": asked.id, "tags": {"qid": qids[question]},
                      "gold_pages": ["gold"], "evidence": [
                          {"doc_id": "gold" if candidates.labels[index[i]] > 0 else f"other{index[i]}",
                           "score": float(scores[i])} for i in order]})
@@ -160,6 +161,8 @@ class HeldOut:
 
     groups: np.ndarray
     ranks: dict[str, np.ndarray]
+    folds: int = 0  # the folds scored
+    unfitted: int = 0  # the folds left out: nothing to rank or calibrate on their training side
 
     def mrr(self) -> dict[str, float]:
         return {name: float(ranks.mean()) for name, ranks in self.ranks.items()}
@@ -185,12 +188,14 @@ def held_out_ranks(candidates: Candidates, variants: Mapping[str, tuple[str, ...
     ranks: dict[str, list[np.ndarray]] = {name: [] for name in names}
     questions: list[np.ndarray] = []
     paths = candidates.path_keys()
+    unfitted = 0
     for train, held in splits:
         try:
             fitted = {name: fit(candidates.rows[train], candidates.labels[train], paths[train], {}, c, features)
                       for name, features in variants.items()}
-        except ConfigError:
-            continue  # nothing to rank or calibrate on: the fold is skipped for every model, so all see the same folds
+        except ConfigError:  # nothing to rank or calibrate on: skipped for every model, so all see the same folds
+            unfitted += 1
+            continue
         part = _subset(candidates, held)
         scored = {**{name: held_out_scores(model, part) for name, model in (fixed or {}).items()},
                   **{name: model.predict(part.rows, paths[held]) for name, model in fitted.items()}}
@@ -203,7 +208,8 @@ def held_out_ranks(candidates: Candidates, variants: Mapping[str, tuple[str, ...
     if len(set(groups)) < 2:
         raise ConfigError("relevance model: cross-validation held out fewer than 2 groups of dev questions (a question "
                           "and its translations are one); tag more questions split=dev")
-    return HeldOut(groups, {name: np.concatenate(values) for name, values in ranks.items()})
+    return HeldOut(groups, {name: np.concatenate(values) for name, values in ranks.items()},
+                   len(questions), unfitted)
 
 
 def one_error_choice(held: HeldOut, simplest_first: Sequence[str]) -> tuple[str, str]:
@@ -219,7 +225,7 @@ def _within_one_error(shortfall: float, error: float) -> bool:
     return shortfall <= error + 1e-12
 
 
-def fit_selected(candidates: Candidates, meta: Mapping[str, Any], shipped: RelevanceModel, min_full: int = 30,
+def fit_selected(candidates: Candidates, meta: Mapping[str, Any], shipped: RelevanceModel | None, min_full: int = 30,
                  c: float = 1.0, texts: Sequence[str] = ()) -> tuple[RelevanceModel, dict]:
     """Among the ``shipped`` model as it is, refitted ``hybrid`` (calibrated hybrid order) and refitted ``full``
     (only with ``min_full`` dev question versions or more: it has a weight per feature), the one least shaped by
@@ -228,24 +234,27 @@ def fit_selected(candidates: Candidates, meta: Mapping[str, Any], shipped: Relev
     MRR to a few points: on the quick bench a refit that beat the shipped model by 2 points in cross-validation
     lost to it by 3 on test. Where the shipped model was fitted on some of these questions (``texts``) it
     competes only if each of them is scored by a fold model that held it out (the shipped model's own fold
-    models, by article): scoring it with the weights that saw them would flatter it."""
+    models, by article): scoring it with the weights that saw them would flatter it. ``shipped`` None: it does not
+    fit this KB (fitted on another embedder's cosines), and only the refits compete."""
     questions = len(np.unique(candidates.question))
     variants = {name: VARIANTS[name] for name in ("hybrid", *(("full",) if questions >= min_full else ()))}
-    seen = shipped.fitted_on(texts)
-    held_out = seen if seen and shipped.scores_out_of_fold(texts) else 0
+    seen = shipped.fitted_on(texts) if shipped else 0
+    held_out = seen if seen and shipped and shipped.scores_out_of_fold(texts) else 0
     left_out = seen - held_out
-    held = held_out_ranks(candidates, variants, {} if left_out else {"shipped": shipped}, c)
+    held = held_out_ranks(candidates, variants, {"shipped": shipped} if shipped and not left_out else {}, c)
     scores = held.mrr()
     competing = [name for name in SIMPLEST_FIRST if name in scores]
     chosen, best = one_error_choice(held, competing)
     report = {"variant": chosen, "cv_mrr": {k: round(v, 4) for k, v in scores.items()}, "best": best,
               "below_best": {name: {"mrr": round(gap, 4), "standard_error": round(error, 4)}
                              for name in competing if name != best for gap, error in [held.shortfall(name, best)]},
-              "folds": FOLDS,
+              "folds": held.folds, **({"folds_unfitted": held.unfitted} if held.unfitted else {}),
               **({"shipped_left_out": f"the shipped model was fitted on {left_out} of these questions"}
                  if left_out else {}),
+              **({"shipped_left_out": "the shipped model was fitted on another embedder's cosines"}
+                 if shipped is None else {}),
               **({"shipped_out_of_fold": f"the shipped model was fitted on {held_out} of these questions; each was "
                                          f"scored by its fold model that held it out"} if held_out else {})}
-    if chosen == "shipped":
+    if chosen == "shipped" and shipped is not None:
         return shipped, report
     return fit_crossfitted(candidates, {**meta, "variant": chosen, "cv": report}, c, VARIANTS[chosen]), report

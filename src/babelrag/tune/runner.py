@@ -77,7 +77,8 @@ def questions_for(kb: KnowledgeBase, golden: Sequence[GoldenQuestion]) -> list[G
     if not mine:
         named = sorted({q.index or q.kb for q in golden})
         raise ConfigError(f"tune: the golden set names no question for knowledge base '{kb.name}' (it names "
-                          f"{', '.join(named[:8])}{' …' if len(named) > 8 else ''}); set each question's kb or index")
+                          f"{', '.join(shown(name) for name in named[:8])}{' …' if len(named) > 8 else ''}); "
+                          f"set each question's kb or index")
     countries = set(kb.manifest.languages.countries)
     for q in mine:
         if q.lang not in NAMES:
@@ -89,6 +90,13 @@ def questions_for(kb: KnowledgeBase, golden: Sequence[GoldenQuestion]) -> list[G
                                                  f"(it has {', '.join(sorted(countries)) or 'none'})",
                              field="country")
     return mine
+
+
+def shipped_for(kb: KnowledgeBase) -> RelevanceModel | None:
+    """The shipped relevance model, where it was fitted on this KB's embedder (on another's cosines its weights
+    mean nothing)."""
+    shipped = default_model()
+    return shipped if shipped.fits(kb.embedder.fingerprint()) else None
 
 
 class NoDevQuestions(ConfigError):
@@ -158,7 +166,7 @@ def tune(kb: KnowledgeBase, golden: Sequence[GoldenQuestion], options: TuneOptio
     if options.fit_model:
         model, fitted = fit_selected(candidates, {"name": f"{kb.name}-tuned", "embedder": kb.embedder.fingerprint(),
                                                   "trained_on": f"{len(dev)} dev rows ({asked} questions) of {kb.name}",
-                                                  "questions": asked}, default_model(), FULL_MODEL_QUESTIONS,
+                                                  "questions": asked}, shipped_for(kb), FULL_MODEL_QUESTIONS,
                                      texts=[q.question for q in dev])
     else:
         model, fitted = model_for(kb.manifest.profile), {"variant": "kept"}

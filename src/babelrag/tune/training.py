@@ -101,12 +101,17 @@ class Candidates:
         found: dict[tuple[tuple[str, str], str], list[float]] = {}
         generated = ((self.rows[:, FEATURES.index("generated")] > 0) | (self.rows[:, FEATURES.index(PIVOT_COPY)] > 0)
                      if len(self.rows) else np.zeros(0, dtype=bool))  # neither is a path in one KB language
-        for question in np.unique(self.question):
-            for number in np.unique(self.path[(self.question == question) & ~generated]):
-                rows = np.where((self.question == question) & (self.path == number))[0][:10]
-                hits = np.where(self.labels[rows] > 0)[0]
-                key = (self.cells[question], str(self.path_lang[rows[0]]))
-                found.setdefault(key, []).append(1.0 / (hits[0] + 1) if len(hits) else 0.0)
+        cells = self.cells
+        kept = np.flatnonzero(~generated)
+        # every path's rows together, in the order retrieval gave them: one pass, however many questions
+        by_path = kept[np.lexsort((kept, self.path[kept], self.question[kept]))]
+        question, path = self.question[by_path], self.path[by_path]
+        starts = np.flatnonzero(np.r_[True, (np.diff(question) != 0) | (np.diff(path) != 0)]) if len(by_path) else []
+        for start, end in zip(starts, [*starts[1:], len(by_path)]):
+            rows = by_path[start:min(end, start + 10)]
+            hits = np.flatnonzero(self.labels[rows] > 0)
+            key = (cells[question[start]], str(self.path_lang[rows[0]]))
+            found.setdefault(key, []).append(1.0 / (hits[0] + 1) if len(hits) else 0.0)
         by_cell: dict[tuple[str, str], list[tuple[float, str]]] = {}
         for (cell, lang), values in found.items():
             by_cell.setdefault(cell, []).append((float(np.mean(values)), lang))
