@@ -316,6 +316,17 @@ def test_a_calibration_stopped_by_its_iteration_budget_is_refused(monkeypatch: p
         recalibrate(fitted, rows, labels, path)
 
 
+def test_ranking_weights_stopped_by_their_iteration_budget_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from babelrag.relevance import listwise
+
+    rng = np.random.default_rng(5)
+    rows, labels, path = _paths(rng, 100, 25)
+    listwise_weights(rows, labels, path, c=1.0)  # converges within the budget
+    monkeypatch.setattr(listwise, "MAX_ITERATIONS", 1)
+    with pytest.raises(ConfigError, match="ranking fit did not converge in 1 iterations"):
+        listwise_weights(rows, labels, path, c=1.0)
+
+
 
 def test_what_a_model_says_about_itself_names_the_path_kinds_on_the_question_s_scale() -> None:
     """A path kind without a calibration of its own is scored as the question's own paths are: said in the

@@ -18,6 +18,7 @@ from scipy.optimize import minimize
 
 from babelrag.errors import ConfigError
 
+MAX_ITERATIONS = 3000  # the problem is strongly convex (L2): reaching this means something is wrong
 
 def listwise_weights(standardised: np.ndarray, labels: np.ndarray, paths: np.ndarray, c: float) -> np.ndarray:
     """The weights maximising Σ over paths of log P(a gold candidate first), minus ``|w|² / 2c`` (``c`` as
@@ -51,7 +52,9 @@ def listwise_weights(standardised: np.ndarray, labels: np.ndarray, paths: np.nda
         value = -float(np.sum(found - every)) + 0.5 * float(weights @ weights) / c
         return value / len(starts), (weights / c - rows.T @ pull) / len(starts)  # per path: better conditioned
 
-    fitted = minimize(loss, np.zeros(rows.shape[1]), jac=True, method="L-BFGS-B", options={"maxiter": 3000})
+    fitted = minimize(loss, np.zeros(rows.shape[1]), jac=True, method="L-BFGS-B", options={"maxiter": MAX_ITERATIONS})
+    if fitted.status == 1:  # stopped by the budget, not at an optimum: weights that would be used as if fitted
+        raise ConfigError(f"relevance model: the ranking fit did not converge in {MAX_ITERATIONS} iterations")
     if not np.all(np.isfinite(fitted.x)) or not np.isfinite(fitted.fun):
         raise ConfigError("relevance model: the ranking fit did not converge to finite weights")
     return np.asarray(fitted.x, dtype=np.float64)
