@@ -759,6 +759,24 @@ def test_a_fold_left_unfitted_is_counted_and_a_bug_in_a_fit_stops_the_selection(
     assert not isinstance(error.value, ConfigError)
 
 
+def test_a_question_whose_search_found_nothing_counts_zero_for_every_model() -> None:
+    """It is a dev question no model could answer: leaving it out would flatter every held-out MRR."""
+    from dataclasses import replace
+
+    from babelrag.relevance.features import HYBRID_PRESET
+    from babelrag.tune.fitting import VARIANTS, _subset, held_out_ranks
+
+    labels = _gold_first(40, 10)
+    candidates = _dev_candidates(labels, 10, dict.fromkeys(("dense_z", "dense_z:cross", HYBRID_PRESET),
+                                                           labels + 0.01))
+    found = _subset(candidates, np.flatnonzero(~np.isin(candidates.question, [3, 7])))
+    full = held_out_ranks(candidates, {"hybrid": VARIANTS["hybrid"]})
+    held = held_out_ranks(replace(found, asked=candidates.asked, groups=candidates.groups),
+                          {"hybrid": VARIANTS["hybrid"]})
+    assert full.mrr()["hybrid"] == pytest.approx(1.0) and held.mrr()["hybrid"] == pytest.approx(38 / 40)
+    assert sorted(held.groups) == sorted(full.groups) and held.folds == full.folds == 5
+
+
 def test_tunes_one_feature_variant_is_the_hybrid_presets_own_order() -> None:
     """On SweFAQ the hybrid preset's fused order (0.755 MRR on test) beats the order recomputed from the candidates'
     cosines (0.740), and ``tune`` kept its one-feature variant on the recomputed one: a dev tie with the shipped model

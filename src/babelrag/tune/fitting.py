@@ -178,7 +178,7 @@ class HeldOut:
 def held_out_ranks(candidates: Candidates, variants: Mapping[str, tuple[str, ...]] = VARIANTS,
                    fixed: Mapping[str, RelevanceModel] | None = None, c: float = 1.0) -> HeldOut:
     """Each variant's reciprocal rank on every held-out dev question (folds by group: no question has a translation
-    on the other side); ``fixed`` models are scored on the same folds without fitting, a question one of them was
+    on the other side; a question whose search as written found nothing counts 0 for every model); ``fixed`` models are scored on the same folds without fitting, a question one of them was
     fitted on (or a translation of one) by its fold model that held the question out (``held_out_scores``)."""
     splits = group_folds(candidates.row_groups(), FOLDS)
     if not splits:
@@ -204,12 +204,17 @@ def held_out_ranks(candidates: Candidates, variants: Mapping[str, tuple[str, ...
         questions.append(reciprocal_ranks(part, np.zeros(len(part.rows)))[0])
     if not questions:
         raise ConfigError("relevance model: no fold had both relevant and irrelevant candidates to fit on")
+    folds = len(questions)
+    unfound = np.setdiff1d(np.arange(len(candidates.asked)), candidates.question[candidates.path == 0])
+    if len(unfound):  # the question as written found nothing: no model can rank its gold, each scores 0 on it
+        questions.append(unfound)
+        for name in names:
+            ranks[name].append(np.zeros(len(unfound)))
     groups = np.asarray(candidates.groups, dtype=object)[np.concatenate(questions)]
     if len(set(groups)) < 2:
         raise ConfigError("relevance model: cross-validation held out fewer than 2 groups of dev questions (a question "
                           "and its translations are one); tag more questions split=dev")
-    return HeldOut(groups, {name: np.concatenate(values) for name, values in ranks.items()},
-                   len(questions), unfitted)
+    return HeldOut(groups, {name: np.concatenate(values) for name, values in ranks.items()}, folds, unfitted)
 
 
 def one_error_choice(held: HeldOut, simplest_first: Sequence[str]) -> tuple[str, str]:
