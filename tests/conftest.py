@@ -14,6 +14,7 @@ import pytest
 
 from babelrag.models.llm import Completion
 from babelrag.models.registry import register_llm
+from babelrag.tune.choose import DevRow
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = (ROOT / ".." / "shared" / "data").resolve()
@@ -212,3 +213,13 @@ def store_of(tmp_path_factory: pytest.TempPathFactory) -> Callable[[list[dict[st
         return str(folder / "store")
 
     return store_of
+
+
+def dev_rows(option: str, cells: dict[str, tuple[int, float, float]]) -> list[DevRow]:
+    """``cells``: "COUNTRY|lang" → (questions, objective, llm calls)."""
+    out = []
+    for cell, (n, objective, calls) in cells.items():
+        country, lang = cell.split("|")
+        out += [DevRow(f"{cell}:{i}", country, lang, objective, calls,
+                       {"evidence": [{"doc_id": "g", "score": 0.9}], "gold_pages": ["g"]}) for i in range(n)]
+    return out

@@ -1,0 +1,150 @@
+"""`babelrag tune`'s per-cell choice: dev rows it refuses, shrinkage toward a cell's KB, a question and its
+translations as one question of evidence, the one-standard-error rule and its margin, and thresholds that hold
+their budget for new questions."""
+from __future__ import annotations
+
+import pytest
+
+from babelrag.tune.choose import DevRow, choose, shrunk_objectives
+
+from conftest import dev_rows
+
+
+@pytest.mark.parametrize("objective, calls", [(float("nan"), 0.0), (float("inf"), 0.0), (0.5, float("nan")),
+                                                (0.5, float("inf")), (0.5, -1.0)])
+def test_a_dev_row_that_no_comparison_could_rank_is_refused(objective: float, calls: float) -> None:
+    # a NaN objective would lose every comparison in silence: the option dropped, a margin never met
+    with pytest.raises(ValueError, match="must be finite"):
+        DevRow("q1:sv", "SE", "sv", objective, calls, {})
+
+
+def test_cells_choose_what_their_shrunk_dev_results_favour_within_the_budget() -> None:
+    plain = dev_rows("as_written", {"SE|sv": (20, 0.5, 0), "SE|en": (20, 0.9, 0), "SE|id": (3, 0.5, 0)})
+    translated = dev_rows("kb", {"SE|sv": (20, 0.8, 1), "SE|en": (20, 0.9, 1), "SE|id": (3, 1.0, 1)})
+    results = {"as_written": plain, "as_written+kb_languages": translated}
+    costs = {"as_written": 0.0, "as_written+kb_languages": 1.0}
+    global_rule, kbs, cells = choose(results, costs, max_llm_calls=1.0, cell_min=10)
+    assert cells["SE|sv"].option == "as_written+kb_languages"  # translation measurably helps here
+    assert cells["SE|en"].option == "as_written"  # a tie: no LLM call where translation never helps
+    assert "SE|id" not in cells and kbs["SE"].option == "as_written+kb_languages"  # 3 questions: the KB's rule
+    assert cells["SE|sv"].n_dev == 20 and cells["SE|sv"].source == "cell"
+    _, _, no_budget = choose(results, costs, max_llm_calls=0.0, cell_min=10)
+    assert {rule.option for rule in no_budget.values()} == {"as_written"}
+
+
+def test_shrinkage_pulls_small_cells_toward_their_kb() -> None:
+    members = dev_rows("o", {"SE|sv": (2, 1.0, 0), "SE|en": (40, 0.5, 0)})
+    shrunk = shrunk_objectives(members, prior=10.0)
+    assert shrunk["SE|sv"] < 0.7  # two lucky questions are not evidence of a 1.0 cell
+    assert abs(shrunk["SE|en"] - 0.5) < 0.02
+
+
+def test_a_question_asked_in_several_languages_is_one_question_of_evidence() -> None:
+    def asked(country: str, langs: tuple[str, ...], count: int, objective: float) -> list[DevRow]:
+        return [DevRow(f"{country}{i}:{lang}", country, lang, objective, 0.0,
+                       {"id": f"{country}{i}:{lang}", "tags": {"qid": f"{country}{i}"},
+                        "evidence": [{"doc_id": "g", "score": 0.9}], "gold_pages": ["g"]})
+                for i in range(count) for lang in langs]
+    # SE: 4 questions, each asked in three languages (12 rows); PL: 40 questions in one
+    members = asked("SE", ("sv", "en", "de"), 4, 1.0) + asked("PL", ("pl",), 40, 0.0)
+    shrunk = shrunk_objectives(members, prior=10.0)
+    # 4 questions against a prior of 10: (4·1 + 10·12/52)/14 = 0.45 (counting rows would give 0.65)
+    assert shrunk["SE"] == pytest.approx((4 + 10 * 12 / 52) / 14)
+    global_rule, kbs, cells = choose({"as_written": members}, {"as_written": 0.0}, 0.0, cell_min=10)
+    assert global_rule.n_dev == 44 and kbs["PL"].n_dev == 40
+    assert "SE" not in kbs  # 4 questions carry no rule of their own, however many languages ask them
+
+
+def test_a_scope_takes_the_simplest_option_within_one_standard_error_of_the_best() -> None:
+    def dev(objectives: list[float], langs: tuple[str, ...] = ("en",), country: str = "SE") -> list[DevRow]:
+        """Question i asked in every one of ``langs`` (its versions share a qid), each with ``objectives[i]``."""
+        return [DevRow(f"q{i}:{lang}", country, lang, value, 0.0,
+                       {"id": f"q{i}:{lang}", "tags": {"qid": f"q{i}"}, "evidence": [{"doc_id": "g", "score": 0.9}],
+                        "gold_pages": ["g"]})
+                for i, value in enumerate(objectives) for lang in langs]
+    costs = {"as_written": 0.0, "as_written+pivot_copies:max": 0.0}
+    copies = "as_written+pivot_copies:max"
+
+    def chosen(plain: list[DevRow], other: list[DevRow]) -> tuple[str, ...]:
+        global_rule, kbs, cells = choose({"as_written": plain, copies: other}, costs, 0.0)
+        return (global_rule.option, kbs["SE"].option, *(rule.option for rule in cells.values()))
+
+    # the copies gain 0.05 a question on average by luck (+0.55 or −0.45), each of 60 questions asked in sv and en:
+    # one standard error is 0.065 counted by question (0.046 by row, which would let the copies win)
+    lucky = [1.0, 0.0] * 30
+    assert set(chosen(dev([0.45] * 60, ("sv", "en")), dev(lucky, ("sv", "en")))) == {"as_written"}
+    # the same gain on every question, or a larger one through the same noise (0.15 ± 0.4): the copies
+    assert set(chosen(dev([0.45] * 60, ("sv", "en")), dev([0.5] * 60, ("sv", "en")))) == {copies}
+    assert set(chosen(dev([0.45] * 60, ("sv", "en")), dev([1.0, 0.2] * 30, ("sv", "en")))) == {copies}
+    # a cell whose own questions show no gain keeps the question as written, whatever its KB chose
+    both = dev([0.45] * 60, ("sv",)) + dev([0.45] * 60, ("en",))
+    better_in_sv = dev([0.9] * 60, ("sv",)) + dev([0.45] * 60, ("en",))
+    global_rule, kbs, cells = choose({"as_written": both, copies: better_in_sv}, costs, 0.0)
+    assert (kbs["SE"].option, cells["SE|sv"].option, cells["SE|en"].option) == (copies, copies, "as_written")
+
+
+def test_the_one_error_margin_weighs_each_question_as_the_mean_over_rows_does() -> None:
+    """The objective is a mean over rows, so a question asked in three languages weighs three times one asked in one;
+    its error must weigh it the same way (the cluster-robust error), not as one cluster mean among equals."""
+    def dev(gains: list[float], langs: tuple[str, ...], start: int, base: float = 0.4) -> list[DevRow]:
+        return [DevRow(f"q{start + i}:{lang}", "SE", lang, base + gain, 0.0,
+                       {"id": f"q{start + i}:{lang}", "tags": {"qid": f"q{start + i}"},
+                        "evidence": [{"doc_id": "g", "score": 0.9}], "gold_pages": ["g"]})
+                for i, gain in enumerate(gains) for lang in langs]
+    copies = "as_written+pivot_copies:max"
+
+    def chosen(widely_asked: list[float], asked_once: list[float]) -> tuple[str, str]:
+        plain = dev([0.0] * 20, ("sv", "en", "de"), 0) + dev([0.0] * 40, ("sv",), 20)
+        other = dev(widely_asked, ("sv", "en", "de"), 0) + dev(asked_once, ("sv",), 20)
+        global_rule, kbs, _ = choose({"as_written": plain, copies: other},
+                                     {"as_written": 0.0, copies: 0.0}, 0.0)
+        return global_rule.option, kbs["SE"].option
+    # the copies' gain is noise on the 20 questions asked in three languages (+0.7 or −0.5), 0 on the 40 asked
+    # once: 0.06 over rows, against an error of 0.081 (the error of the 60 question means, 0.046, lets them win;
+    # at the KB, both errors times 60/70, the KB's own share of its shrunk mean)
+    assert chosen([0.7, -0.5] * 10, [0.0] * 40) == ("as_written", "as_written")
+    # a steady 0.03 on the widely asked questions, noise (+0.55 or −0.45) on the others: 0.038 over rows against an
+    # error of 0.032 (0.053 from the question means, which keeps the question as written)
+    assert chosen([0.03] * 20, [0.55, -0.45] * 20) == (copies, copies)
+
+
+def test_a_scope_s_margin_is_the_error_of_the_part_of_its_shrunk_gain_its_own_questions_make() -> None:
+    """A KB's shrunk gain is 30/40 its own questions' gain and 10/40 its parent's, held fixed: its error is 30/40
+    the error of its own questions' gain. The whole error would keep the question as written here."""
+    def dev(gains: list[float], country: str) -> list[DevRow]:
+        return [DevRow(f"{country}{i}", country, "sv", 0.46 + gain, 0.0,
+                       {"id": f"{country}{i}", "tags": {"qid": f"{country}{i}"},
+                        "evidence": [{"doc_id": "g", "score": 0.9}], "gold_pages": ["g"]})
+                for i, gain in enumerate(gains)]
+    copies = "as_written+pivot_copies:max"
+    plain = dev([0.0] * 30, "SE") + dev([0.0] * 30, "PL")
+    # SE: the copies gain 0.08 through noise (+0.53 or −0.37), one standard error 0.084; PL: a steady −0.02
+    other = dev([0.53, -0.37] * 15, "SE") + dev([-0.02] * 30, "PL")
+    global_rule, kbs, cells = choose({"as_written": plain, copies: other}, {"as_written": 0.0, copies: 0.0}, 0.0)
+    assert global_rule.option == "as_written"  # 0.03 over 60 questions, within its error of 0.042
+    # SE's shrunk gain (30·0.08 + 10·0.03)/40 = 0.0675 is above 30/40 of 0.084 (0.063), within the whole 0.084
+    assert (kbs["SE"].option, cells["SE|sv"].option) == (copies, copies)
+    assert kbs["PL"].option == "as_written"
+
+
+def test_thresholds_hold_the_budget_for_new_questions_and_per_cell() -> None:
+    def dev(cell: str, gold_scores: list[float]) -> list[DevRow]:
+        country, lang = cell.split("|")
+        return [DevRow(f"{cell}:{i}", country, lang, 1.0, 0.0,
+                       {"evidence": [{"doc_id": "x", "score": 0.95}, {"doc_id": "g", "score": s},
+                                     {"doc_id": "y", "score": 0.01}], "gold_pages": ["g"]})
+                for i, s in enumerate(gold_scores)]
+    low_scoring = [0.20 + i / 100 for i in range(10)]  # SE|de: 0.20 … 0.29
+    results = {"as_written": dev("SE|sv", [0.6] * 1200) + dev("SE|de", low_scoring) + dev("SE|fi", [0.5] * 10)
+               + dev("PL|pl", [0.1] * 60)}
+    global_rule, kbs, cells = choose(results, {"as_written": 0.0}, 0.0, cell_min=10, budget=0.005)
+    assert cells["SE|sv"].threshold == pytest.approx(0.6, abs=2e-6)  # 1,200 questions vouch for a τ of its own
+    # the KB may lose 5 of its 1,220 questions ((5 + 1)/1221 ≤ 0.005): the five lowest, all from SE|de
+    assert kbs["SE"].threshold == pytest.approx(0.25, abs=2e-6)
+    assert cells["SE|de"].threshold == pytest.approx(0.20, abs=2e-6)  # 10 questions: the KB's τ, below its golds
+    assert cells["SE|fi"].threshold == pytest.approx(0.25, abs=2e-6)  # never above the KB's, for its own 0.5s
+    assert global_rule.threshold == pytest.approx(0.1, abs=2e-6)  # PL's 60 golds at 0.1 are more than it may lose
+    assert kbs["PL"].threshold == cells["PL|pl"].threshold == pytest.approx(0.1, abs=2e-6)  # 60 vouch for none: inherited
+    few = {"as_written": dev("SE|sv", [0.6] * 150)}  # 150 < 199: no τ anywhere, not even at the lowest gold
+    global_few, kbs_few, _ = choose(few, {"as_written": 0.0}, 0.0, cell_min=10, budget=0.005)
+    assert global_few.threshold is None and kbs_few["SE"].threshold is None
