@@ -109,6 +109,18 @@ def test_a_model_failure_is_recorded_and_the_run_goes_on(tmp_path: Path) -> None
     assert "endpoint unreachable" in stand_ins["sv1"].metadata["reason"]
 
 
+@pytest.mark.parametrize("problem", [
+    "LLMError: openai:qwen2.5-coder-1.5b-cc324af070c2@http://127.0.0.1:8089/v1: translation cut at its budget of 512 tokens",
+    "LLMError: qwen2.5-coder-0.5b@1d9614638d18: translation cut at its budget of 256 tokens"])
+def test_a_failure_is_counted_by_its_kind_without_the_model_or_its_endpoint(problem: str) -> None:
+    from babelrag.ingest.pivot_copies import _URL, _kind
+
+    reason = _URL.sub("<url>", problem)
+    assert "127.0.0.1" not in reason and "8089" not in reason
+    # an endpoint's model fails as the local one does: one kind, counted together
+    assert _kind(reason) == "translation cut at its budget of N tokens"
+
+
 def test_a_translator_failing_again_and_again_stops_the_run_and_keeps_what_it_made(tmp_path: Path) -> None:
     rows = [{"id": f"de{n}", "doc_id": f"d{n}", "lang": "de", "text": f"Absatz Nummer {n} über die Stadt Bremen."}
             for n in range(14)]

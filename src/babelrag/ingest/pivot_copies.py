@@ -44,7 +44,7 @@ from babelrag.types import Passage, Trace
 
 REASON_CHARS = 200  # of a failure's reason kept on its stand-in
 FAILURES_IN_A_ROW = 10  # translations in a row that got no answer at all (an endpoint down): the run stops
-_URL = re.compile(r"\w+://\S+")  # a reason never keeps an endpoint's address
+_URL = re.compile(r"\w+://\S*[^\s:;,.)\]]")  # a reason never keeps an endpoint's address (punctuation after it stays)
 
 
 class TranslatorFailing(BabelragError):
