@@ -47,13 +47,13 @@ WITH_COPIES = {"extra_paths": ["pivot_copies"]}
 class TableTranslator:
     """Translates the texts it knows; any other text fails as a checked translation would (de here)."""
 
-    def __init__(self, table: dict[str, str], error: bool = False, name: str = "table"):
+    def __init__(self, table: dict[str, str], error: bool | str = False, name: str = "table"):
         self.table, self.error, self.calls, self.name = table, error, 0, name
 
     def translate_targets(self, text: str, src: str, targets: Sequence[str]) -> dict[str, Translation]:
         self.calls += 1
         if self.error:
-            raise LLMError("endpoint unreachable")
+            raise LLMError(self.error if isinstance(self.error, str) else "endpoint unreachable")
         return {t: Translation(self.table[text]) if text in self.table else Translation("", problem="came back in "
                                                                                             "another language")
                 for t in targets}
@@ -109,16 +109,25 @@ def test_a_model_failure_is_recorded_and_the_run_goes_on(tmp_path: Path) -> None
     assert "endpoint unreachable" in stand_ins["sv1"].metadata["reason"]
 
 
-@pytest.mark.parametrize("problem", [
-    "LLMError: openai:qwen2.5-coder-1.5b-cc324af070c2@http://127.0.0.1:8089/v1: translation cut at its budget of 512 tokens",
-    "LLMError: qwen2.5-coder-0.5b@1d9614638d18: translation cut at its budget of 256 tokens"])
-def test_a_failure_is_counted_by_its_kind_without_the_model_or_its_endpoint(problem: str) -> None:
-    from babelrag.ingest.pivot_copies import _URL, _kind
-
-    reason = _URL.sub("<url>", problem)
-    assert "127.0.0.1" not in reason and "8089" not in reason
-    # an endpoint's model fails as the local one does: one kind, counted together
-    assert _kind(reason) == "translation cut at its budget of N tokens"
+@pytest.mark.parametrize("message, kind", [
+    ("openai:qwen2.5-coder-1.5b-cc324af070c2@http://127.0.0.1:8089/v1: translation cut at its budget of 512 tokens",
+     "translation cut at its budget of N tokens"),
+    ("qwen2.5-coder-0.5b@1d9614638d18: translation cut at its budget of 256 tokens",
+     "translation cut at its budget of N tokens"),
+    ("LLM endpoint https://user:pw@llm.example.org:8443/v1?key=a:b unreachable after 3 tries: [Errno 111] Connection "
+     "refused", "LLM endpoint <url> unreachable after N tries"),
+    ("LLM endpoint http://[::1] unreachable after 3 tries: [Errno 111] Connection refused",
+     "LLM endpoint <url> unreachable after N tries")])
+def test_a_failure_is_counted_by_its_kind_without_the_model_or_its_endpoint(tmp_path: Path, message: str,
+                                                                             kind: str) -> None:
+    store = build(tmp_path)
+    with KnowledgeBase.open("cities", store) as kb:
+        report = make_pivot_copies(kb, TableTranslator({}, error=message))
+        reasons = [p.metadata["reason"] for p in kb.pivot_copies().scroll() if p.metadata.get("untranslated")]
+    # an endpoint's model fails as the local one does: one kind, counted together, no address kept anywhere
+    assert dict(report.failed) == {kind: 3}
+    assert len(reasons) == 3 and not any(part in reason for reason in reasons
+                                         for part in ("127.0.0.1", "8089", "example.org", "pw", "::1", "<url>]"))
 
 
 def test_a_translator_failing_again_and_again_stops_the_run_and_keeps_what_it_made(tmp_path: Path) -> None:

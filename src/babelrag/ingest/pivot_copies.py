@@ -44,7 +44,7 @@ from babelrag.types import Passage, Trace
 
 REASON_CHARS = 200  # of a failure's reason kept on its stand-in
 FAILURES_IN_A_ROW = 10  # translations in a row that got no answer at all (an endpoint down): the run stops
-_URL = re.compile(r"\w+://\S*[^\s:;,.)\]]")  # a reason never keeps an endpoint's address (punctuation after it stays)
+_URL = re.compile(r"\w+://\S+?(?=:?(?:\s|$))")  # a reason never keeps an endpoint's address (a ':' after it stays)
 
 
 class TranslatorFailing(BabelragError):
@@ -200,9 +200,15 @@ def _translated(passage: Passage, translator: Translator, lang: str,
 
 
 def _kind(reason: str) -> str:
-    """A failure's kind, for counting: its message without the model's name, numbers or quoted output."""
-    kind = re.split(r"[\"(\[{]", reason.rsplit(": ", 1)[-1])[0].strip(" ,.;")
-    return re.sub(r"\d+", "N", kind) or "unusable answer"
+    """A failure's kind, for counting: its message without the model's name, numbers or quoted output. The
+    innermost of its ``a: b: c`` parts that says something once the quoted or bracketed output is cut
+    ("...: [Errno 111] Connection refused" says nothing of its own: the part before it is the kind), and never a
+    part naming a model (``name@fingerprint``, ``name@<url>``)."""
+    for part in reversed(reason.split(": ")):
+        kind = re.split(r"[\"(\[{]", part)[0].strip(" ,.;")
+        if kind and "@" not in kind:
+            return re.sub(r"\d+", "N", kind)
+    return "unusable answer"
 
 
 def _record(kb: KnowledgeBase, copies: Collection, report: PivotCopiesReport, started: float) -> None:
