@@ -215,7 +215,7 @@ def store_of(tmp_path_factory: pytest.TempPathFactory) -> Callable[[list[dict[st
     return store_of
 
 
-def dev_rows(option: str, cells: dict[str, tuple[int, float, float]]) -> list[DevRow]:
+def dev_rows(cells: dict[str, tuple[int, float, float]]) -> list[DevRow]:
     """``cells``: "COUNTRY|lang" → (questions, objective, llm calls)."""
     out = []
     for cell, (n, objective, calls) in cells.items():

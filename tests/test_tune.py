@@ -268,8 +268,8 @@ def test_page_collapse_keeps_each_page_once(tuned_kb: str) -> None:
 
 
 def test_a_rank_fused_option_gets_no_threshold_and_its_searches_none(tuned_kb: str, tmp_path: Path) -> None:
-    plain = dev_rows("as_written", {"SE|sv": (200, 0.5, 0)})
-    fused = dev_rows("copies", {"SE|sv": (200, 0.9, 0)})
+    plain = dev_rows({"SE|sv": (200, 0.5, 0)})
+    fused = dev_rows({"SE|sv": (200, 0.9, 0)})
     results = {"as_written": plain, "as_written+pivot_copies": fused}
     global_rule, _, cells = choose(results, {"as_written": 0.0, "as_written+pivot_copies": 0.0}, 0.0, cell_min=10)
     assert cells["SE|sv"].option == "as_written+pivot_copies" and cells["SE|sv"].threshold is None

@@ -19,8 +19,8 @@ def test_a_dev_row_that_no_comparison_could_rank_is_refused(objective: float, ca
 
 
 def test_cells_choose_what_their_shrunk_dev_results_favour_within_the_budget() -> None:
-    plain = dev_rows("as_written", {"SE|sv": (20, 0.5, 0), "SE|en": (20, 0.9, 0), "SE|id": (3, 0.5, 0)})
-    translated = dev_rows("kb", {"SE|sv": (20, 0.8, 1), "SE|en": (20, 0.9, 1), "SE|id": (3, 1.0, 1)})
+    plain = dev_rows({"SE|sv": (20, 0.5, 0), "SE|en": (20, 0.9, 0), "SE|id": (3, 0.5, 0)})
+    translated = dev_rows({"SE|sv": (20, 0.8, 1), "SE|en": (20, 0.9, 1), "SE|id": (3, 1.0, 1)})
     results = {"as_written": plain, "as_written+kb_languages": translated}
     costs = {"as_written": 0.0, "as_written+kb_languages": 1.0}
     global_rule, kbs, cells = choose(results, costs, max_llm_calls=1.0, cell_min=10)
@@ -33,7 +33,7 @@ def test_cells_choose_what_their_shrunk_dev_results_favour_within_the_budget() -
 
 
 def test_shrinkage_pulls_small_cells_toward_their_kb() -> None:
-    members = dev_rows("o", {"SE|sv": (2, 1.0, 0), "SE|en": (40, 0.5, 0)})
+    members = dev_rows({"SE|sv": (2, 1.0, 0), "SE|en": (40, 0.5, 0)})
     shrunk = shrunk_objectives(members, prior=10.0)
     assert shrunk["SE|sv"] < 0.7  # two lucky questions are not evidence of a 1.0 cell
     assert abs(shrunk["SE|en"] - 0.5) < 0.02
