@@ -219,7 +219,7 @@ def test_non_parallel_layouts_hold_each_page_in_one_language(tmp_path: Path) -> 
 
     data = other_folder(tmp_path / "data", langs=("en", "de", "zh", "ar"), articles=6, paragraphs=2)
     sources = Sources.locate(data, quick=False, seed=5)
-    for name in ("xquad-scattered", "xquad-unique"):
+    for name in ("xquad-scattered", "xquad-unique", "xquad-skewed"):
         built = DATASETS.make(name).build(sources, tmp_path / name)
         rows = [r for path in built["indexes"].values() for r in read_jsonl(path)]
         langs_of = collections.defaultdict(set)
@@ -240,6 +240,12 @@ def test_non_parallel_layouts_hold_each_page_in_one_language(tmp_path: Path) -> 
     assert sum(q.tags["gold_in_question_lang"] == "false" for q in scattered) > len(scattered) / 2
     unique = xquad_cells.load_recipe(tmp_path / "xquad-unique" / "recipe.yaml")
     assert {c.mix for c in unique.countries} == {"unique"} and unique.layout == "unique-country"
+    asked = load_golden(tmp_path / "xquad-skewed" / "golden.jsonl")
+    assert {q.lang for q in asked} == {"en", "de", "zh", "ar"} and {q.tags["layout"] for q in asked} == {"skewed"}
+    many = Sources.locate(other_folder(tmp_path / "many", langs=("en", "de", "zh", "ar"), articles=9, paragraphs=4))
+    built = DATASETS.make("xquad-skewed").build(many, tmp_path / "many-skewed")  # 36 pages, 3 in 4 of them English
+    skewed = collections.Counter(row["lang"] for row in read_jsonl(built["indexes"]["xquad-skewed"]))
+    assert skewed == {"en": 27, "de": 3, "zh": 3, "ar": 3}
 
 
 def test_the_mixed_layout_puts_the_swedish_faq_beside_other_languages(tmp_path: Path) -> None:

@@ -93,7 +93,7 @@ def bench(
     concurrency: ConcurrencyOpt = None,
     datasets: Annotated[Optional[str], typer.Option(
         help="Comma-separated datasets or layouts (default all): xquad-cells, swefaq, xquad-unique, xquad-scattered, "
-             "mixed; layouts parallel, monolingual, unique-country, scattered, mixed.")] = None,
+             "mixed, xquad-skewed; layouts parallel, monolingual, unique-country, scattered, mixed, skewed.")] = None,
     split_by: Annotated[str, typer.Option(help="dev/test by article (test pages are new pages) or by question "
                                                "(new questions on seen pages).")] = "article",
     report_split: Annotated[str, typer.Option(help="The headline split: test (default); dev only to make a design "

@@ -8,6 +8,7 @@ Layouts (docs/methods.md#cells cells under every page-language situation a deplo
 - ``unique-country``: country KBs whose pages are local-only or English-only, never both;
 - ``scattered``: every page in exactly one language, questions in every language;
 - ``mixed``: SweFAQ's Swedish FAQ beside XQuAD pages in other languages, one KB;
+- ``skewed``: every page in one language, three in four of them English, questions in every language;
 - ``monolingual``: SweFAQ alone (Swedish pages, Swedish questions).
 """
 from __future__ import annotations
@@ -82,6 +83,10 @@ def _scattered(sources: Sources, out: Path) -> dict[str, Any]:
     return scattered.build_scattered(sources.corpus, out, sources.quick, sources.seed, sources.split_by)
 
 
+def _skewed(sources: Sources, out: Path) -> dict[str, Any]:
+    return scattered.build_skewed(sources.corpus, out, sources.quick, sources.seed, sources.split_by)
+
+
 def _mixed(sources: Sources, out: Path) -> dict[str, Any]:
     assert sources.faq is not None
     return scattered.build_mixed(sources.corpus, sources.faq, out, sources.quick, sources.seed, sources.split_by)
@@ -101,6 +106,8 @@ for _dataset in (
     Dataset("xquad-scattered", "scattered", ("xquad",), _scattered,
             "every page in one language, questions in every language"),
     Dataset("mixed", "mixed", ("xquad", "swefaq"), _mixed, "SweFAQ beside XQuAD pages in other languages"),
+    Dataset("xquad-skewed", "skewed", ("xquad",), _skewed,
+            "every page in one language, three in four of them English; questions in every language"),
 ):
     _register(_dataset)
 ALL: tuple[Dataset, ...] = tuple(entry.make() for entry in DATASETS.entries())

@@ -5,6 +5,11 @@
   another language and no translation of it is there to fall back on.
 - *mixed*: SweFAQ's Swedish FAQ answers beside XQuAD pages scattered over the other languages, one
   KB: Swedish questions to the FAQ, and XQuAD's questions in every language.
+- *skewed*: every page in one language, three of every four in English and the rest dealt over the other
+  languages, questions in every language — a KB mostly written in one language, as most are. An English
+  question's candidates are then mostly English, so a page in a minority language has to stand out against a
+  crowd of same-language candidates; this is the layout that says whether a path that looks monolingual may be
+  ranked as one.
 
 Splits are by article (``xquad_cells.split_of``), as in the parallel layouts, so a test page was never
 a dev page in any layout. Deterministic for a seed.
@@ -22,6 +27,9 @@ from babelrag.evaluate.golden import GoldenQuestion, save_golden
 
 SCATTERED_INDEX = "xquad-scattered"
 MIXED_INDEX = "mixed"
+SKEWED_INDEX = "xquad-skewed"
+DOMINANT = "en"  # the language a skewed KB is mostly written in (the corpus's first when it has no English)
+DOMINANT_SHARE = 3  # pages in the dominant language for each page in another one
 QUICK_ARTICLES = 10  # pages of this many articles in a quick build
 QUICK_PER_LANG = 15  # questions per language in a quick build (quick is a smoke test of every layout)
 
@@ -74,6 +82,18 @@ def build_scattered(corpus: SquadCorpus, out: Path, quick: bool, seed: int,
     passages, golden = scattered_part(corpus, corpus.langs, "scattered", SCATTERED_INDEX, "scattered",
                                       f"{seed}:scattered", quick, split_by)
     return _write(out, SCATTERED_INDEX, passages, golden, "Derived from XQuAD (google-deepmind/xquad): CC BY-SA 4.0.")
+
+
+def build_skewed(corpus: SquadCorpus, out: Path, quick: bool, seed: int,
+                 split_by: SplitBy = "article") -> dict[str, Any]:
+    """Write ``kb-xquad-skewed.jsonl`` and ``golden.jsonl`` to ``out``: each page in one language, ``DOMINANT``
+    holding ``DOMINANT_SHARE`` of every ``DOMINANT_SHARE + 1`` pages and the others an equal share of the rest."""
+    dominant = DOMINANT if DOMINANT in corpus.langs else corpus.langs[0]
+    others = [lang for lang in corpus.langs if lang != dominant]
+    langs = [dominant] * (DOMINANT_SHARE * max(len(others), 1)) + others  # dealt round-robin by ``scatter``
+    passages, golden = scattered_part(corpus, langs, "skewed", SKEWED_INDEX, "skewed", f"{seed}:skewed", quick,
+                                      split_by)
+    return _write(out, SKEWED_INDEX, passages, golden, "Derived from XQuAD (google-deepmind/xquad): CC BY-SA 4.0.")
 
 
 def build_mixed(corpus: SquadCorpus, faq: Path, out: Path, quick: bool, seed: int,
