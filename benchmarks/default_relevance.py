@@ -57,7 +57,7 @@ from babelrag.config import preset_config  # noqa: E402
 from babelrag.evaluate.calibrate import calibrate_threshold, written  # noqa: E402
 from babelrag.evaluate.significance import paired_test  # noqa: E402
 from babelrag.kb import KnowledgeBase  # noqa: E402
-from babelrag.relevance.features import FEATURES, GATED, KEYWORD_WEIGHT, MODEL_FEATURES, MONO, PIVOT_COPY  # noqa: E402
+from babelrag.relevance.features import FEATURES, KEYWORD_WEIGHT, MODEL_FEATURES, MONO, PIVOT_COPY  # noqa: E402
 from babelrag.ingest.pivot_copies import make_pivot_copies  # noqa: E402
 from babelrag.models.bundle import Models  # noqa: E402
 from babelrag.relevance.learn import fit, fit_kind  # noqa: E402
@@ -72,17 +72,14 @@ SAMPLE = 60  # test questions per layout (each in every language asked) for reli
 Scores = Callable[[Candidates], np.ndarray]
 # what each feature set adds; the shipped model takes the one with the best mean over layouts of the CV MRR on
 # dev (each layout counts once, however many questions it has)
-# the shipped set before the language share was read relative to the KB's (relevance/features.py: ``RAW_SHARE``)
-BEFORE_KB_SHARE = tuple(name for name in GATED if name != "lang_excess:cross") + MONO
 CANDIDATE_SETS: dict[str, tuple[str, ...]] = {
     "hybrid order (1 feature)": ("hybrid",),
     "first release's features": tuple(f"{name}:cross" for name in FEATURES[:20]) + MONO,
     "+ language bias taken out": tuple(f"{name}:cross" for name in FEATURES[:28]) + MONO,
     "+ per-language peers and pages": tuple(
         f"{name}:cross" for name in FEATURES[:FEATURES.index("pool_size") + 1] if name not in MONO) + MONO,
-    "+ parallel share": tuple(name for name in BEFORE_KB_SHARE if not name.startswith("centered")),
-    "+ language centroids": BEFORE_KB_SHARE,
-    "+ language share relative to the KB (all)": MODEL_FEATURES,
+    "+ parallel share": tuple(name for name in MODEL_FEATURES if not name.startswith("centered")),
+    "+ language centroids (all)": MODEL_FEATURES,
 }
 
 

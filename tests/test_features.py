@@ -15,13 +15,9 @@ CANDIDATES = [("en", "a", 0.80), ("de", "a", 0.70), ("en", "b", 0.60), ("sv", "b
               ("en", "c", 0.30), ("en", "a", 0.35)]
 
 
-KB_SHARES = {"en": 0.5, "de": 0.3, "sv": 0.2}  # each language's share of the KB's passages
-
-
 def _columns(candidates: list[tuple[str, str, float]]) -> dict[str, np.ndarray]:
     hits = [Hit(Passage(f"{page}-{lang}-{n}", "text", page, lang), cosine, "as_written", frozenset(),
-                {"cosine": cosine, "centered": cosine, "kb_share": KB_SHARES[lang]})
-            for n, (lang, page, cosine) in enumerate(candidates)]
+                {"cosine": cosine, "centered": cosine}) for n, (lang, page, cosine) in enumerate(candidates)]
     rows = feature_matrix(hits, SearchRequest("question", "kb", "de"), frozenset())
     return {name: rows[:, FEATURES.index(name)] for name in FEATURES}
 
@@ -38,17 +34,6 @@ def test_each_candidate_is_placed_among_its_own_language(columns) -> None:
     english = np.array([0.8, 0.6, 0.3, 0.35])
     z = (english - english.mean()) / english.std()
     assert columns["dense_lang_z"] == pytest.approx([z[0], 0, z[1], 0, 0, z[2], z[3]])  # groups under 3: 0
-
-
-def test_a_languages_share_of_the_path_is_read_against_its_share_of_the_kb(columns) -> None:
-    """English holds 4 of 7 candidates and half the KB; Swedish 1 of 7 and a fifth of it: a path that drew
-    languages as the KB holds them over-draws none."""
-    assert columns["lang_excess"] == pytest.approx([4 / 7 - 0.5, 2 / 7 - 0.3, 4 / 7 - 0.5, 1 / 7 - 0.2, 2 / 7 - 0.3,
-                                                    4 / 7 - 0.5, 4 / 7 - 0.5])
-    drawn_as_held = _columns([("en", "a", 0.8), ("en", "b", 0.7), ("de", "c", 0.6), ("en", "d", 0.5), ("sv", "e", 0.4),
-                              ("en", "f", 0.3), ("en", "g", 0.2), ("de", "h", 0.1), ("de", "i", 0.0), ("sv", "j", 0.0)])
-    assert drawn_as_held["lang_excess"] == pytest.approx([0.0] * 10)
-    assert drawn_as_held["lang_excess:cross"] == pytest.approx([0.0] * 10)
 
 
 def test_each_candidate_carries_what_the_path_found_of_its_page(columns) -> None:
@@ -70,7 +55,7 @@ def test_a_gated_copy_is_its_feature_on_a_cross_lingual_path_of_ten_or_more(colu
 def test_coverage_is_the_share_of_query_terms_a_candidate_holds_whatever_form_its_terms_take() -> None:
     """The stores give 4-byte id arrays (matched in one pass); a set, a list with repeats, or no terms read the same."""
     forms = [array("I", [9, 3, 5]), frozenset({3, 5, 9}), [5, 5, 3, 9, 9], None, array("I"), array("I", [7])]
-    hits = [Hit(Passage(f"p{n}", "text", f"p{n}", "en"), 0.5, "as_written", terms, {"cosine": 0.5 - n / 100, "centered": 0.1, "kb_share": 1.0})
+    hits = [Hit(Passage(f"p{n}", "text", f"p{n}", "en"), 0.5, "as_written", terms, {"cosine": 0.5 - n / 100, "centered": 0.1})
             for n, terms in enumerate(forms)]
     rows = feature_matrix(hits, SearchRequest("question", "kb", "en"), frozenset({3, 5, 7, 11}))
     assert rows[:, FEATURES.index("coverage")] == pytest.approx([0.5, 0.5, 0.5, 0.0, 0.0, 0.25])
@@ -78,8 +63,7 @@ def test_coverage_is_the_share_of_query_terms_a_candidate_holds_whatever_form_it
 
 def test_a_candidate_without_its_cosine_is_a_bug_upstream_not_a_cosine_of_zero() -> None:
     hits = [Hit(Passage(f"p{n}", "text", f"p{n}", "en"), 0.5, "as_written", None, signals)
-            for n, signals in enumerate([{"cosine": 0.4, "centered": 0.1, "kb_share": 1.0, "bm25": 2.0},
-                                         {"bm25": 3.0, "bm25_rank": 1}])]
+            for n, signals in enumerate([{"cosine": 0.4, "centered": 0.1, "bm25": 2.0}, {"bm25": 3.0, "bm25_rank": 1}])]
     with pytest.raises(ValueError, match="without its cosine"):
         feature_matrix(hits, SearchRequest("question", "kb", "en"), frozenset({3}))
     rows = feature_matrix(hits[:1], SearchRequest("question", "kb", "en"), frozenset({3}))
@@ -97,7 +81,7 @@ def test_path_z_scores_are_over_every_candidate_with_the_population_spread(colum
     assert not _columns([("en", "a", 0.5), ("de", "b", 0.5)])["dense_z"].any()
     bm25 = np.array([0.0, 2.0, 0.0, 5.0, 1.0])
     hits = [Hit(Passage(f"p{n}", "text", f"p{n}", "en"), 0.5, "as_written", None,
-                {"cosine": 0.5 - n / 100, "centered": 0.1, "kb_share": 1.0, "bm25": score}) for n, score in enumerate(bm25)]
+                {"cosine": 0.5 - n / 100, "centered": 0.1, "bm25": score}) for n, score in enumerate(bm25)]
     rows = feature_matrix(hits, SearchRequest("question", "kb", "en"), frozenset())
     assert rows[:, FEATURES.index("bm25_z")] == pytest.approx((bm25 - bm25.mean()) / bm25.std(), abs=1e-12)
 
@@ -112,7 +96,7 @@ def _fused(method: str, keyword_weight: float, lang: str = "sv") -> list[Hit]:
     dense = [Scored(passage[pid], cosine) for pid, cosine in (("d1", 0.80), ("d2", 0.70), ("d3", 0.60), ("d4", 0.55))]
     keyword = [Scored(passage[pid], bm25, array("I", [7])) for pid, bm25 in (("d3", 9.0), ("k2", 6.0), ("d4", 1.0))]
     cosines = {"d1": 0.80, "d2": 0.70, "d3": 0.60, "d4": 0.55, "k2": 0.10}
-    rescored = {pid: {"cosine": cosine, "centered": cosine, "kb_share": 0.5} for pid, cosine in cosines.items()}
+    rescored = {pid: {"cosine": cosine, "centered": cosine} for pid, cosine in cosines.items()}
     ranking = fuse_arms([Arm("p/dense", "dense", dense, range(1, 5)), Arm("p/bm25", "bm25", keyword, range(1, 4))],
                         method, "p", rescored, weights=[1.0, keyword_weight], complete=[False, True])
     return list(ranking.hits)
@@ -143,7 +127,7 @@ def test_a_monolingual_path_is_ordered_by_the_hybrid_presets_own_fusion_total() 
     with pytest.raises(ValueError, match="arms' z-scores"):
         feature_matrix(unfused[:2] + preset[2:], request, frozenset())
     mixed = [Hit(Passage(f"q{n}", "text", f"q{n}", "sv" if n % 2 else "en"), 0.5, "as_written", None,
-                 {"cosine": 0.5 - n / 100, "centered": 0.1, "kb_share": 1.0, "dense_fusion_z": float(n)}) for n in range(12)]
+                 {"cosine": 0.5 - n / 100, "centered": 0.1, "dense_fusion_z": float(n)}) for n in range(12)]
     cross = feature_matrix(mixed, request, frozenset())
     assert not cross[:, FEATURES.index("hybrid:mono_path")].any()
     # tune's one-feature variant reads the preset's order on every path, cross-lingual ones included

@@ -102,7 +102,7 @@ def test_every_calibration_input_is_constant_over_a_path() -> None:
 
     rng = np.random.default_rng(2)
     hits = [Hit(Passage(f"p{i % 7}-{lang}", "text " * int(rng.integers(5, 60)), f"p{i % 7}", lang), 0.0, "p",
-                frozenset({1, 2} if i % 4 else {3}), {"cosine": float(rng.random()), "centered": float(rng.random()), "kb_share": 0.5, **(
+                frozenset({1, 2} if i % 4 else {3}), {"cosine": float(rng.random()), "centered": float(rng.random()), **(
                     {"bm25": float(rng.random() * 9), "bm25_rank": float(i)} if i % 3 else {})})
             for i, lang in enumerate(["de", "en", "zh", "ar", "sv", "en"] * 4)]
     rows = feature_matrix(hits, SearchRequest("q", "kb", "de"), frozenset({1, 2}))

@@ -20,7 +20,7 @@ from babelrag.types import Hit, Passage, SearchRequest
 
 
 def hit(pid: str, lang: str, dense: float, bm25: float = 0.0, terms: tuple[int, ...] = ()) -> Hit:
-    signals = {"cosine": dense, "centered": dense, "kb_share": 0.5, **({"bm25": bm25, "bm25_rank": 1.0} if bm25 else {})}
+    signals = {"cosine": dense, "centered": dense, **({"bm25": bm25, "bm25_rank": 1.0} if bm25 else {})}
     return Hit(Passage(pid, "text " * 20, pid, lang), 0.0, "p", frozenset(terms), signals)
 
 
@@ -49,7 +49,7 @@ def test_features_describe_candidates_relative_to_their_path() -> None:
 
 def test_the_parallel_share_is_the_share_of_candidates_whose_page_the_path_found_in_several_languages() -> None:
     def version(page: str, lang: str, dense: float) -> Hit:
-        return Hit(Passage(f"{page}@{lang}", "text " * 20, page, lang), 0.0, "p", None, {"cosine": dense, "centered": dense, "kb_share": 0.5})
+        return Hit(Passage(f"{page}@{lang}", "text " * 20, page, lang), 0.0, "p", None, {"cosine": dense, "centered": dense})
 
     hits = [version("p1", "de", 0.9), version("p1", "en", 0.8), version("p2", "de", 0.7), version("p3", "zh", 0.6)]
     rows = feature_matrix(hits, SearchRequest("q", "kb", "de"), frozenset())

@@ -40,10 +40,6 @@ FEATURES: tuple[str, ...] = (
     # the cosine with the KB's language centroids taken out of both sides (store/language_vectors.py): the
     # embedder's per-language offset measured on the whole KB rather than on the path's own candidates
     "centered", "centered_gap", "centered_z",
-    # how much more of the path's candidates the candidate's language holds than its share of the KB's passages
-    # (``cand_lang_share`` minus that share): a language the path over-draws is one the question's wording or the
-    # embedder's bias pulls in
-    "lang_excess",
 )
 KEYWORD_WEIGHT = 0.5  # the ``hybrid`` feature: zscore fusion's own combination of the two arms
 FUSION_Z = (fusion_z_signal(DENSE), fusion_z_signal(SPARSE))
@@ -71,13 +67,7 @@ HYBRID_PRESET = "hybrid_preset"
 _UNGATED = FEATURES
 _GATED_FROM = [_UNGATED.index(name[:-len(":cross")]) for name in GATED]  # the column each gated copy gates
 FEATURES = FEATURES + GATED + (PIVOT_COPY, HYBRID_PRESET)
-# What the shipped model and `tune`'s full variant read: every gated feature but the raw ``cand_lang_share``, which
-# cannot tell a language the path over-draws from a KB mostly in one language, or from a small KB the path draws
-# whole, where a language's share of the path is its share of the KB: fitted where a path's languages follow the
-# question, it sank a 50-page KB's English pages below the few pages alone in their language (``lang_excess`` reads
-# the same evidence relative to the KB). It stays computed: models fitted before read it.
-RAW_SHARE = "cand_lang_share:cross"
-MODEL_FEATURES: tuple[str, ...] = tuple(name for name in GATED if name != RAW_SHARE) + MONO
+MODEL_FEATURES: tuple[str, ...] = GATED + MONO  # what the shipped model and `tune`'s full variant read
 
 
 def _group_max(groups: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
@@ -178,21 +168,19 @@ def _hybrid_preset_order(dense_z: np.ndarray, bm25_z: np.ndarray, request: Searc
 
 def feature_matrix(hits: Sequence[Hit], request: SearchRequest, query_terms: frozenset[int]) -> np.ndarray:
     """One row per hit, columns in ``FEATURES`` order. Every hit carries its cosine to the path's re-scoring
-    text, the centered one and its language's share of the KB (retrieved with ``rescoring``): a missing one is a
-    bug upstream, not a cosine of 0."""
+    text and the centered one (retrieved with ``rescoring``): a missing one is a bug upstream, not a cosine of 0."""
     n = len(hits)
     if n == 0:
         return np.zeros((0, len(FEATURES)))
     dense_z_key, bm25_z_key = FUSION_Z  # each arm's unweighted z-score, left by fusing the path's arms
     try:  # what each candidate's signals say, read in one pass (a keyword rank past every candidate: not returned;
         # no arm z-score: the path's arms were not fused, or that arm found nothing)
-        read = np.array([(s["cosine"], s["centered"], s["kb_share"], s.get("bm25", 0.0), s.get("bm25_rank", n + 1),
+        read = np.array([(s["cosine"], s["centered"], s.get("bm25", 0.0), s.get("bm25_rank", n + 1),
                           s.get(dense_z_key, np.nan), s.get(bm25_z_key, np.nan)) for s in (h.signals for h in hits)],
                         dtype=np.float64)
     except KeyError:
-        raise ValueError("learned relevance: a candidate without its cosines and language share (retrieve with "
-                         "rescoring)") from None
-    dense, centered, kb_share, bm25, bm25_rank, dense_fusion_z, bm25_fusion_z = read.T
+        raise ValueError("learned relevance: a candidate without its cosines (retrieve with rescoring)") from None
+    dense, centered, bm25, bm25_rank, dense_fusion_z, bm25_fusion_z = read.T
     dense_rank = np.empty(n)
     dense_rank[np.argsort(-dense, kind="stable")] = np.arange(1, n + 1)
     coverage = _coverage(hits, query_terms)
@@ -242,7 +230,6 @@ def feature_matrix(hits: Sequence[Hit], request: SearchRequest, query_terms: fro
         "same_lang:par_share": same_lang * parallel, "page_same_lang:par_share": page_same * parallel,
         "bm25_z:par_share": bm25_z * parallel,
         "centered": centered, "centered_gap": centered - centered.max(), "centered_z": _standardised(centered),
-        "lang_excess": cand_share - kb_share,
         PIVOT_COPY: np.full(n, float(request.index == "pivot_copies")), HYBRID_PRESET: hybrid_order,
     }
     ungated = np.array([columns[name] for name in _UNGATED]).T

@@ -47,8 +47,8 @@ def _rescored(kb: KnowledgeBase, collection: Collection, request: SearchRequest,
              scored: Sequence[Sequence[Scored]]) -> tuple[dict[str, dict[str, float]], set[str]]:
     """What re-scoring reads of every candidate: its cosine to the text the path is re-scored against (signal
     ``cosine``: the dense arm's own score when that text is the path's own, else the stored vector's product with
-    it), the same cosine with the language centroids taken out (``centered``, store/language_vectors.py) and its
-    language's share of the KB's passages (``kb_share``); and the candidates deleted meanwhile, which have none."""
+    it) and the same cosine with the language centroids taken out (``centered``, store/language_vectors.py);
+    and the candidates deleted meanwhile, which have neither."""
     own = request.rerank_text is None
     known = {s.passage.id: s.score for arm, hits in zip(arms, scored) if own and arm == DENSE for s in hits}
     candidates = {s.passage.id: s.passage.lang for hits in scored for s in hits}
@@ -59,10 +59,8 @@ def _rescored(kb: KnowledgeBase, collection: Collection, request: SearchRequest,
     ids = list(stored)
     vectors = np.stack([stored[pid] for pid in ids])
     products = (vectors @ np.asarray(query, dtype=np.float32)).tolist()
-    centroids = kb.language_centroids()
-    centered = centroids.cosines(query, request.lang, vectors, [candidates[pid] for pid in ids])
-    rescored = {pid: {"cosine": known.get(pid, product), "centered": value,
-                      "kb_share": centroids.share(candidates[pid])}
+    centered = kb.language_centroids().cosines(query, request.lang, vectors, [candidates[pid] for pid in ids])
+    rescored = {pid: {"cosine": known.get(pid, product), "centered": value}
                 for pid, product, value in zip(ids, products, centered.tolist())}
     return rescored, set(candidates) - stored.keys()
 

@@ -106,9 +106,6 @@ class LanguageSums:
 class LanguageCentroids:
     rows: dict[str, int]  # each language's row in ``matrix``
     matrix: np.ndarray  # (languages + 1, dim) float32: each language's shrunk centroid, the KB's mean last
-    # each language's share of the KB's passages: how many of a path's candidates a language would hold if the
-    # path drew them without regard to language (signal ``kb_share``)
-    shares: dict[str, float]
 
     @classmethod
     def of(cls, sums: LanguageSums, dim: int, shrink: float = SHRINK) -> LanguageCentroids:
@@ -118,12 +115,7 @@ class LanguageCentroids:
         langs = sorted(counted)
         matrix = np.vstack([(counted[lang][1] + shrink * mean) / (counted[lang][0] + shrink) for lang in langs]
                            + [mean]).astype(np.float32)
-        shares = {lang: counted[lang][0] / passages for lang in langs}
-        return cls({lang: row for row, lang in enumerate(langs)}, matrix, shares)
-
-    def share(self, lang: str) -> float:
-        """The language's share of the KB's passages (0 for a language it has none in)."""
-        return self.shares.get(lang, 0.0)
+        return cls({lang: row for row, lang in enumerate(langs)}, matrix)
 
     def row(self, lang: str) -> int:
         return self.rows.get(lang, len(self.matrix) - 1)
