@@ -7,6 +7,7 @@ good it is, layout by layout.
     python benchmarks/default_relevance.py --check --before old.json   # the shipped model against another
     python benchmarks/default_relevance.py --calibrate-copies   # add the pivot-copy path's weights and calibration
     python benchmarks/default_relevance.py --calibrate-copies --copies-translator professional
+    python benchmarks/default_relevance.py --carry-copies old.json   # keep old.json's pivot-copy weights after a refit
 
 Training data: the dev split (by article) of every benchmark layout built from the shipped data —
 parallel (XQuAD country KBs and the pooled KB), unique-country, scattered (each page in one language),
@@ -33,7 +34,10 @@ they will usually have been made; ``professional`` is XQuAD's own English paragr
 — each fold model fitted and calibrated without the questions it holds out. How much a copy is worth depends on its
 translator: copies from a better one are under-rated by this calibration, and ``babelrag tune`` calibrates a KB's
 own copies on its own dev questions. ``benchmarks/pivot_copies.py`` reports the copy path's reliability on test
-questions.
+questions. Making the copies costs a model call per passage (hours with the local model on two cores), so a refit of
+the shared weights can instead keep an earlier model's copy weights and calibration with ``--carry-copies FILE``
+(``relevance/learn.py: carry_kind``): re-expressed on the refit's standardisation, they give copy paths exactly the
+probabilities they had; the fold models then rank copies by their shared weights.
 """
 from __future__ import annotations
 
@@ -60,7 +64,7 @@ from babelrag.kb import KnowledgeBase  # noqa: E402
 from babelrag.relevance.features import FEATURES, KEYWORD_WEIGHT, MODEL_FEATURES, MONO, PIVOT_COPY  # noqa: E402
 from babelrag.ingest.pivot_copies import make_pivot_copies  # noqa: E402
 from babelrag.models.bundle import Models  # noqa: E402
-from babelrag.relevance.learn import fit, fit_kind  # noqa: E402
+from babelrag.relevance.learn import carry_kind, fit, fit_kind  # noqa: E402
 from babelrag.relevance.model import RelevanceModel, default_model  # noqa: E402
 from babelrag.tune.fitting import (  # noqa: E402
     fit_crossfitted, out_of_fold_rows, out_of_fold_scores, path_mrr, reliability, scores_by_question, top_of_each_path,
@@ -211,6 +215,9 @@ def main() -> None:
     parser.add_argument("--calibrate-copies", action="store_true",
                         help="fit the shipped model's weights and calibration for pivot-copy paths (the other "
                         "kinds unchanged) and write it")
+    parser.add_argument("--carry-copies", type=Path, metavar="FILE",
+                        help="give the shipped model FILE's weights and calibration for pivot-copy paths, re-expressed "
+                        "on its standardisation (after a refit, instead of making the copies again), and write it")
     parser.add_argument("--copies-translator", default="qwen2.5-coder-0.5b",
                         help="who makes the copies --calibrate-copies calibrates on: an LLM, or professional")
     parser.add_argument("--before", type=Path, help="the model to compare against, a model file (default: the shipped "
@@ -223,6 +230,15 @@ def main() -> None:
         calibrated = calibrate_copies(default_model(), args.copies_translator)
         TARGET.write_text(json.dumps(calibrated.to_dict(), indent=1) + "\n", encoding="utf-8")
         print(f"written {TARGET}: weights and calibration for pivot-copy paths")
+        return
+    if args.carry_copies:
+        source = RelevanceModel.from_dict(json.loads(args.carry_copies.read_text(encoding="utf-8")))
+        carried = carry_kind(source, default_model(), "pivot_copies")
+        carried = replace(carried, meta={**carried.meta, "pivot_copies_calibration": {
+            **source.meta.get("pivot_copies_calibration", {}),
+            "carried_from": f"the model fitted {source.meta.get('fitted_at', '?')} on {source.meta.get('trained_on')}"}})
+        TARGET.write_text(json.dumps(carried.to_dict(), indent=1) + "\n", encoding="utf-8")
+        print(f"written {TARGET}: pivot-copy weights and calibration carried over from {args.carry_copies.name}")
         return
     candidates, fingerprint = collect_all(args.cache)
     dev = {layout: splits["dev"] for layout, splits in candidates.items() if "dev" in splits}
@@ -247,7 +263,9 @@ def main() -> None:
             "trained_on": f"the shipped data's dev split by article ({len(set(pooled.qids))} questions, "
                           f"{len(pooled.ids)} question rows, layouts {', '.join(sorted(dev))}); XQuAD is CC BY-SA 4.0, "
                           f"SweFAQ CC BY 4.0", "questions": len(set(pooled.qids)),
-            "cv_mrr": {name: {k: round(v, 4) for k, v in scores.items()} for name, scores in cv.items()}},
+            "cv_mrr": {name: {k: round(v, 4) for k, v in scores.items()} for name, scores in cv.items()},
+            "feature_choice": "given with --features: no comparison run" if args.features else
+                              "the best mean over layouts of the grouped-CV MRR on dev (cv_mrr)"},
             features=CANDIDATE_SETS[chosen])
         # `threshold: auto`: calibrated on out-of-fold scores of the as-written path, each question counted once
         tau = calibrate_threshold(out_of_fold_rows(model, pooled), split=None, allow_all=True)

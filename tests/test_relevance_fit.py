@@ -436,6 +436,43 @@ def test_a_fitted_model_gets_copy_weights_afterwards_each_fold_without_the_quest
         fit_kind(model, "pivot_copies", copy_rows[:200], copy_labels[:200], copy_texts[:200], copy_path[:200])
 
 
+def test_copy_weights_carried_to_a_refit_give_the_copy_paths_the_same_probabilities() -> None:
+    """``carry_kind`` (how a refit of the shared weights keeps copy weights whose copies cost a model call per
+    passage): on another standardisation and intercept the copy paths' probabilities are the source's, the
+    question's own paths are the refit's, and the fold models rank copies by their shared weights."""
+    from babelrag.relevance.learn import carry_kind, crossfit, fit_kind
+
+    rng = np.random.default_rng(9)
+    own_rows, own_labels, own_path = _paths(rng, 150, 20)
+    groups = np.array([f"g{p % 5}" for p in own_path], dtype=object)
+    group_texts: dict[str, list[str]] = {}
+    for path, group in zip(own_path, groups):
+        group_texts.setdefault(group, []).append(f"q{path}")
+    features = ("dense_z", "coverage")
+    model = crossfit(own_rows, own_labels, groups, group_texts, own_path, {}, features=features)
+    copy_rows, copy_labels, copy_path = _copy_paths(rng, 150, 20)
+    source = fit_kind(model, "pivot_copies", copy_rows, copy_labels, [f"q{p - 10_000}" for p in copy_path], copy_path)
+    more_rows, more_labels, more_path = _paths(rng, 60, 20)
+    more_rows[:, FEATURES.index("coverage")] += 0.7  # the refit's data: another mean and scale
+    refit = crossfit(np.vstack([own_rows, more_rows]), np.concatenate([own_labels, more_labels]),
+                     np.concatenate([groups, np.array([f"h{p % 3}" for p in more_path], dtype=object)]), group_texts,
+                     np.concatenate([own_path, more_path + 50_000]), {}, features=features)
+    refit = replace(refit, intercept=0.4)
+    assert not np.allclose(refit.mean, source.mean)
+    carried = carry_kind(source, refit, "pivot_copies")
+    assert np.allclose(carried.predict(copy_rows, copy_path), source.predict(copy_rows, copy_path))
+    assert np.allclose(carried.predict(own_rows, own_path), refit.predict(own_rows, own_path))
+    assert not np.allclose(refit.predict(copy_rows, copy_path), source.predict(copy_rows, copy_path))
+    assert all("pivot_copies" not in fold.kind_coef and "pivot_copies" not in fold.calibration
+               for fold in carried.folds)
+    assert carried.meta["folds_with_shared_weights"] == {"pivot_copies": len(carried.folds)}
+    with pytest.raises(ConfigError, match="no weights of its own"):
+        carry_kind(refit, source, "pivot_copies")
+    other = crossfit(own_rows, own_labels, groups, group_texts, own_path, {}, features=("dense_z",))
+    with pytest.raises(ConfigError, match="same features"):
+        carry_kind(source, other, "pivot_copies")
+
+
 def test_a_far_off_candidate_gets_probability_zero_without_an_overflow_warning() -> None:
     import warnings
 

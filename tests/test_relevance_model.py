@@ -162,14 +162,16 @@ def test_the_shipped_model_is_documented_and_refuses_another_embedder() -> None:
 
 def _path(query_lang: str, gold: tuple[str, float, float], distractor: tuple[str, float, float]) -> list[Hit]:
     """A path's candidates as a multilingual embedder sees them: the path language's pages a little closer
-    (the language bias), the rest further; ``gold``/``distractor``: (lang, cosine, BM25)."""
+    (the language bias), the rest further; ``gold``/``distractor``: (lang, cosine, BM25). The spreads are those
+    measured on the scattered layout's test paths (median per path: 15 candidates in the path's language,
+    cosine sd 0.019; 35 in others, sd 0.014; the path language's mean 0.02 higher)."""
     rng = np.random.default_rng(7)
     hits = [hit("gold", gold[0], gold[1], gold[2], (1, 2) if gold[2] else ()),
             hit("distractor", distractor[0], distractor[1], distractor[2], (1, 2) if distractor[2] else ())]
-    hits += [hit(f"same{i}", query_lang, 0.80 + 0.01 * rng.standard_normal(), 4.0 * rng.random(),
-                 (2,) if i % 3 == 0 else ()) for i in range(20)]
+    hits += [hit(f"same{i}", query_lang, 0.80 + 0.019 * rng.standard_normal(), 4.0 * rng.random(),
+                 (2,) if i % 3 == 0 else ()) for i in range(14)]
     hits += [hit(f"other{i}", ("en", "zh", "ar")[i % 3] if query_lang != "en" else ("de", "zh", "ar")[i % 3],
-                 0.76 + 0.01 * rng.standard_normal()) for i in range(28)]
+                 0.78 + 0.014 * rng.standard_normal()) for i in range(34)]
     return hits
 
 
@@ -185,12 +187,13 @@ def test_a_same_language_distractor_does_not_beat_a_clearly_closer_cross_lingual
     cross = _path("de", gold=("en", 0.86, 0.0), distractor=("de", 0.83, 12.0))
     assert ranked(cross, "de")[0] == "gold"
     # and the other way round: a German gold page with its keywords beats every German peer and stays in the top
-    # three; pages that stand out among their own language's peers (the English one 0.07 above them) may come
+    # three; pages that stand out among their own language's peers (the English one 0.05 above them) may come
     # first. That is the learned trade of gold-in-Lq for gold-elsewhere, measured on test articles (MRR, in Lq /
-    # elsewhere): scattered 0.923 / 0.783 against hybrid's 0.992 / 0.308, mixed 0.888 / 0.757 against 0.949 / 0.283
+    # elsewhere): scattered 0.927 / 0.813 against hybrid's 0.992 / 0.308, mixed 0.890 / 0.771 against 0.948 / 0.282;
+    # a gold page in Lq that is its path's top by cosine and by BM25 stays in the top three on 99.2-100% of test paths
     native = ranked(_path("de", gold=("de", 0.86, 12.0), distractor=("en", 0.83, 0.0)), "de")
     assert "gold" in native[:3]
-    assert native.index("gold") < min(native.index(f"same{i}") for i in range(20))
+    assert native.index("gold") < min(native.index(f"same{i}") for i in range(14))
     # what the z-score hybrid order did with the first path: the keyword match came first
     z = lambda v: (np.array(v) - np.mean(v)) / np.std(v)  # noqa: E731
     hybrid = z([h.signals["cosine"] for h in cross]) + \

@@ -211,3 +211,30 @@ def crossfit(rows: np.ndarray, labels: np.ndarray, row_groups: np.ndarray, group
                                           **({"folds_not_fitted": unfitted} if unfitted else {}),
                                           **({"folds_with_shared_weights": shared} if shared else {})}}
     return replace(full, meta=meta_out, folds=tuple(fold_models), fold_of=fold_of)
+
+
+def carry_kind(source: RelevanceModel, target: RelevanceModel, kind: str) -> RelevanceModel:
+    """``target`` with ``source``'s own weights and calibration for one path kind, re-expressed on ``target``'s
+    standardisation so that the kind's logits differ from ``source``'s by a constant the calibration's offset takes
+    back: its paths get exactly the probabilities ``source`` gives them (the calibration's other inputs — the softmax
+    share of a path, which a constant does not move, and what is constant over a path — are the same features).
+    For a refit of the shared weights that must keep a kind whose candidates are costly to make again (pivot copies:
+    a model call per passage). The fold models keep ranking the kind by their shared weights, calibrated as
+    as-written paths: ``source``'s folds held out other questions, so their weights would score a training
+    question in-sample (counted in ``folds_with_shared_weights``)."""
+    if kind not in source.kind_coef or kind not in source.calibration:
+        raise ConfigError("relevance model: the model to carry a path kind from has no weights of its own for it")
+    if (source.features, source.calibration_inputs, source.meta.get("embedder")) != (
+            target.features, target.calibration_inputs, target.meta.get("embedder")):
+        raise ConfigError("relevance model: a path kind's weights carry only to a model of the same features, "
+                          "calibration inputs and embedder")
+    raw = source.kind_coef[kind] / source.scale  # the kind's weight on each feature as computed
+    shift = float((target.mean - source.mean) @ raw) + source.intercept - target.intercept  # source minus target
+    slope, offset, *weights = source.calibration[kind]
+    folds = tuple(replace(fold, kind_coef={k: v for k, v in fold.kind_coef.items() if k != kind},
+                          calibration={k: v for k, v in fold.calibration.items() if k != kind})
+                  for fold in target.folds)
+    meta = {**target.meta, "folds_with_shared_weights": {kind: len(folds)}} if folds else target.meta
+    return replace(target, kind_coef={**target.kind_coef, kind: raw * target.scale},
+                   calibration={**target.calibration, kind: (slope, offset + slope * shift, *weights)},
+                   folds=folds, meta=meta)
