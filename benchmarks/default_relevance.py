@@ -212,10 +212,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="report the shipped model, write nothing")
     parser.add_argument("--cache", type=Path, help="pickle of the collected candidates (read if present)")
-    parser.add_argument("--calibrate-copies", action="store_true",
+    copies = parser.add_mutually_exclusive_group()
+    copies.add_argument("--calibrate-copies", action="store_true",
                         help="fit the shipped model's weights and calibration for pivot-copy paths (the other "
                         "kinds unchanged) and write it")
-    parser.add_argument("--carry-copies", type=Path, metavar="FILE",
+    copies.add_argument("--carry-copies", type=Path, metavar="FILE",
                         help="give the shipped model FILE's weights and calibration for pivot-copy paths, re-expressed "
                         "on its standardisation (after a refit, instead of making the copies again), and write it")
     parser.add_argument("--copies-translator", default="qwen2.5-coder-0.5b",
@@ -236,7 +237,8 @@ def main() -> None:
         carried = carry_kind(source, default_model(), "pivot_copies")
         carried = replace(carried, meta={**carried.meta, "pivot_copies_calibration": {
             **source.meta.get("pivot_copies_calibration", {}),
-            "carried_from": f"the model fitted {source.meta.get('fitted_at', '?')} on {source.meta.get('trained_on')}"}})
+            "carried_from": f"the model fitted {source.meta.get('fitted_at', '?')} on "
+                            f"{source.meta.get('trained_on', '?')}"}})
         TARGET.write_text(json.dumps(carried.to_dict(), indent=1) + "\n", encoding="utf-8")
         print(f"written {TARGET}: pivot-copy weights and calibration carried over from {args.carry_copies.name}")
         return

@@ -16,6 +16,8 @@ from babelrag.kb import KnowledgeBase
 from babelrag.relevance.features import FEATURES, feature_matrix
 from babelrag.relevance.learn import fit
 from babelrag.relevance.model import default_model
+from babelrag.tune.fitting import clear_paths
+from babelrag.tune.training import collect
 from babelrag.types import Hit, Passage, SearchRequest
 
 
@@ -120,7 +122,6 @@ def test_the_shipped_model_is_calibrated_on_held_out_questions_per_path_type(xqu
     from babelrag.experiments.squad import load_squad_folder
     from babelrag.experiments.xquad_cells import DEV_SHARE, split_of
     from babelrag.tune.fitting import reliability, top_of_each_path
-    from babelrag.tune.training import collect
 
     corpus = load_squad_folder(small_xquad[0].parent)
     assert {split_of(title, DEV_SHARE) for title in corpus.titles.values()} == {"test"}  # never fitted on these
@@ -162,16 +163,14 @@ def test_the_shipped_model_is_documented_and_refuses_another_embedder() -> None:
 
 def _path(query_lang: str, gold: tuple[str, float, float], distractor: tuple[str, float, float]) -> list[Hit]:
     """A path's candidates as a multilingual embedder sees them: the path language's pages a little closer
-    (the language bias), the rest further; ``gold``/``distractor``: (lang, cosine, BM25). The spreads are those
-    measured on the scattered layout's test paths (median per path: 15 candidates in the path's language,
-    cosine sd 0.019; 35 in others, sd 0.014; the path language's mean 0.02 higher)."""
+    (the language bias), the rest further; ``gold``/``distractor``: (lang, cosine, BM25)."""
     rng = np.random.default_rng(7)
     hits = [hit("gold", gold[0], gold[1], gold[2], (1, 2) if gold[2] else ()),
             hit("distractor", distractor[0], distractor[1], distractor[2], (1, 2) if distractor[2] else ())]
-    hits += [hit(f"same{i}", query_lang, 0.80 + 0.019 * rng.standard_normal(), 4.0 * rng.random(),
-                 (2,) if i % 3 == 0 else ()) for i in range(14)]
+    hits += [hit(f"same{i}", query_lang, 0.80 + 0.01 * rng.standard_normal(), 4.0 * rng.random(),
+                 (2,) if i % 3 == 0 else ()) for i in range(20)]
     hits += [hit(f"other{i}", ("en", "zh", "ar")[i % 3] if query_lang != "en" else ("de", "zh", "ar")[i % 3],
-                 0.78 + 0.014 * rng.standard_normal()) for i in range(34)]
+                 0.76 + 0.01 * rng.standard_normal()) for i in range(28)]
     return hits
 
 
@@ -186,16 +185,50 @@ def test_a_same_language_distractor_does_not_beat_a_clearly_closer_cross_lingual
     # the gold page in English, clearly closer than any German candidate; a German page matches keywords
     cross = _path("de", gold=("en", 0.86, 0.0), distractor=("de", 0.83, 12.0))
     assert ranked(cross, "de")[0] == "gold"
-    # and the other way round: a German gold page with its keywords beats every German peer and stays in the top
-    # three; pages that stand out among their own language's peers (the English one 0.05 above them) may come
-    # first. That is the learned trade of gold-in-Lq for gold-elsewhere, measured on test articles (MRR, in Lq /
-    # elsewhere): scattered 0.927 / 0.813 against hybrid's 0.992 / 0.308, mixed 0.890 / 0.771 against 0.948 / 0.282;
-    # a gold page in Lq that is its path's top by cosine and by BM25 stays in the top three on 99.2-100% of test paths
-    native = ranked(_path("de", gold=("de", 0.86, 12.0), distractor=("en", 0.83, 0.0)), "de")
-    assert "gold" in native[:3]
-    assert native.index("gold") < min(native.index(f"same{i}") for i in range(14))
+    # The other way round (a German gold page with its keywords, clearly closest) is checked on real candidates
+    # below: this path sets each candidate's language-centred cosine to its raw cosine, where the real centred
+    # cosines run about 0.08 lower for the path's own language than for the others, so the language-centroid
+    # features read a same-language page here as the embedder's bias inflated it, which they never see in use.
     # what the z-score hybrid order did with the first path: the keyword match came first
     z = lambda v: (np.array(v) - np.mean(v)) / np.std(v)  # noqa: E731
     hybrid = z([h.signals["cosine"] for h in cross]) + \
         0.5 * z([h.signals.get("bm25", 0.0) for h in cross])
     assert cross[int(np.argmax(hybrid))].passage.id == "distractor"
+
+
+@pytest.mark.slow
+def test_on_a_real_scattered_kb_a_clear_gold_page_wins_in_either_language(tmp_path: Path) -> None:
+    """The shipped model on the scattered layout built from the shared XQuAD data (each page in one language),
+    questions of its test articles (never fitted on) as written, in four languages. Two kinds of path, chosen by
+    what retrieval saw, not by the model (``tune/fitting.py: clear_paths``): (1) the gold page is in another
+    language, it is the path's closest candidate and 0.02 closer than every page in the question's language, and
+    one of those has the path's best keyword match; the model must rank the gold page above every same-language
+    page, which the z-score hybrid order does not. (2) The gold page is in the question's language and is the
+    path's top candidate by cosine and by BM25; the model must keep it in its top three (the trade the model makes
+    for cross-lingual gold pages must not cost a clear native one). Measured on all eight languages' test
+    questions (``benchmarks/clear_paths.py``, which reports every layout): (1) 427 paths, the model 1.000 (the
+    4 December model 1.000), hybrid 0.768; (2) 393 paths, top three 0.992 and first 0.926 (the 4 December model
+    0.992 and 0.929)."""
+    from conftest import DATA
+    from babelrag.experiments.runner import build_data, ensure_indexes
+    from babelrag.relevance.features import KEYWORD_WEIGHT
+
+    data = build_data(DATA, tmp_path / "data", quick=False, seed=13, datasets=["scattered"])
+    store = str(tmp_path / "store")
+    ensure_indexes(data.indexes, store)
+    (index,) = data.indexes
+    asked = [q for q in data.golden if q.index == index and q.tags.get("split") == "test" and
+             q.lang in ("ar", "de", "en", "zh")]
+    model = default_model()
+    assert not model.fitted_on([q.question for q in asked])
+    with KnowledgeBase.open(index, store) as kb:
+        found = collect(kb, asked, preset_config("+country"), translated_paths=False)
+    scores = model.predict(found.rows, found.path_keys())
+    hybrid = found.rows[:, FEATURES.index("dense_z")] + KEYWORD_WEIGHT * found.rows[:, FEATURES.index("bm25_z")]
+    cross, native = clear_paths(found)
+    above = [scores[gold] > scores[mine].max() for gold, mine in cross]
+    above_hybrid = [hybrid[gold] > hybrid[mine].max() for gold, mine in cross]
+    ranks = np.array([(scores[path] > scores[gold]).sum() for gold, path in native])
+    assert len(cross) >= 100 and len(native) >= 100, (len(cross), len(native))  # the layout has both kinds
+    assert np.mean(above) >= 0.98 and np.mean(above_hybrid) <= 0.9, (np.mean(above), np.mean(above_hybrid))
+    assert np.mean(ranks < 3) >= 0.97 and np.mean(ranks == 0) >= 0.85, (np.mean(ranks < 3), np.mean(ranks == 0))

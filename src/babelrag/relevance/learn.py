@@ -234,7 +234,8 @@ def carry_kind(source: RelevanceModel, target: RelevanceModel, kind: str) -> Rel
     folds = tuple(replace(fold, kind_coef={k: v for k, v in fold.kind_coef.items() if k != kind},
                           calibration={k: v for k, v in fold.calibration.items() if k != kind})
                   for fold in target.folds)
-    meta = {**target.meta, "folds_with_shared_weights": {kind: len(folds)}} if folds else target.meta
+    meta = {**target.meta, "folds_with_shared_weights": {**target.meta.get("folds_with_shared_weights", {}),
+                                                         kind: len(folds)}} if folds else target.meta
     return replace(target, kind_coef={**target.kind_coef, kind: raw * target.scale},
                    calibration={**target.calibration, kind: (slope, offset + slope * shift, *weights)},
                    folds=folds, meta=meta)

@@ -20,7 +20,7 @@ import numpy as np
 
 from babelrag.errors import ConfigError
 from babelrag.evaluate.clusters import clustered_standard_error
-from babelrag.relevance.features import HYBRID_PRESET, MODEL_FEATURES
+from babelrag.relevance.features import FEATURES, HYBRID_PRESET, MODEL_FEATURES
 from babelrag.relevance.learn import crossfit, fit, group_folds
 from babelrag.relevance.model import RelevanceModel, question_hash
 from babelrag.tune.training import Candidates
@@ -263,3 +263,31 @@ def fit_selected(candidates: Candidates, meta: Mapping[str, Any], shipped: Relev
     if chosen == "shipped" and shipped is not None:
         return shipped, report
     return fit_crossfitted(candidates, {**meta, "variant": chosen, "cv": report}, c, VARIANTS[chosen]), report
+
+
+CLEAR_MARGIN = 0.02  # how much closer than every same-language page a cross-lingual gold page must be to be clear
+
+
+def clear_paths(candidates: Candidates) -> tuple[list[tuple[int, np.ndarray]], list[tuple[int, np.ndarray]]]:
+    """As-written paths with one gold row whose right order is clear from what retrieval saw, never from a model:
+    *cross-lingual clear* — the gold page in another language than the question, the path's closest candidate and
+    ``CLEAR_MARGIN`` closer than every page in the question's language, one of which has the path's best keyword
+    match — as (gold row, the path's same-language rows); *native clear* — the gold page in the question's language,
+    the path's top by cosine and by BM25 — as (gold row, the path's rows). What a model must not get wrong whichever
+    language the gold page is in (``benchmarks/clear_paths.py``)."""
+    dense, keyword, same = (candidates.rows[:, FEATURES.index(name)] for name in ("dense", "bm25_norm", "same_lang"))
+    cross, native = [], []
+    first = candidates.path == 0
+    for question in np.unique(candidates.question[first]):
+        rows = np.flatnonzero(first & (candidates.question == question))
+        gold, mine = rows[candidates.labels[rows] > 0], rows[same[rows] > 0]
+        if len(gold) != 1 or not len(mine) or dense[gold[0]] < dense[rows].max():
+            continue
+        if same[gold[0]] == 0:
+            if dense[gold[0]] >= dense[mine].max() + CLEAR_MARGIN and \
+                    keyword[mine].max() >= max(keyword[rows].max(), 1e-9):
+                cross.append((int(gold[0]), mine))
+        elif keyword[gold[0]] >= max(keyword[rows].max(), 1e-9):
+            native.append((int(gold[0]), rows))
+    return cross, native
+
