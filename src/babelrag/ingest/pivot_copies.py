@@ -202,10 +202,13 @@ def _translated(passage: Passage, translator: Translator, lang: str,
 def _kind(reason: str) -> str:
     """A failure's kind, for counting: its message without the model's name, numbers or quoted output. The
     innermost of its ``a: b: c`` parts that says something once the quoted or bracketed output is cut
-    ("...: [Errno 111] Connection refused" says nothing of its own: the part before it is the kind), and never a
-    part naming a model (``name@fingerprint``, ``name@<url>``)."""
-    for part in reversed(reason.split(": ")):
-        kind = re.split(r"[\"(\[{]", part)[0].strip(" ,.;")
+    ("...: [Errno 111] Connection refused" says nothing of its own: the part before it is the kind; a structured
+    answer's ``(parser detail): '<the model's JSON>'`` neither), a leading model name dropped ("name@fingerprint
+    returned invalid JSON twice"), and never a part that still names a model (``name@fingerprint``, ``name@<url>``)."""
+    said = re.split(r": ['\"\[{]", reason, maxsplit=1)[0]  # what follows is quoted output or another system's words
+    said = re.sub(r"\s*\([^()]*\)?", "", said)  # a parenthesis: the parser's detail (cut short, maybe)
+    for part in reversed(said.split(": ")):
+        kind = re.sub(r"^\S+@\S+\s+", "", re.split(r"[\"(\[{]", part)[0]).strip(" ,.;")  # "model@fp returned…"
         if kind and "@" not in kind:
             return re.sub(r"\d+", "N", kind)
     return "unusable answer"
