@@ -466,6 +466,11 @@ def test_copy_weights_carried_to_a_refit_give_the_copy_paths_the_same_probabilit
     assert all("pivot_copies" not in fold.kind_coef and "pivot_copies" not in fold.calibration
                for fold in carried.folds)
     assert carried.meta["folds_with_shared_weights"] == {"pivot_copies": len(carried.folds)}
+    # copies fitted again on the carried model: every fold has weights of its own, and the carry's count goes
+    refitted = fit_kind(carried, "pivot_copies", copy_rows, copy_labels, [f"q{p - 10_000}" for p in copy_path],
+                        copy_path)
+    assert all("pivot_copies" in fold.kind_coef for fold in refitted.folds)
+    assert "folds_with_shared_weights" not in refitted.meta
     with pytest.raises(ConfigError, match="no weights of its own"):
         carry_kind(refit, source, "pivot_copies")
     other = crossfit(own_rows, own_labels, groups, group_texts, own_path, {}, features=("dense_z",))

@@ -138,7 +138,10 @@ def fit_kind(model: RelevanceModel, kind: str, rows: np.ndarray, labels: np.ndar
     fitted = calibrate_kind(replace(own(model, np.ones(len(rows), dtype=bool)), folds=folds), kind, rows, labels,
                             texts, paths)
     shared = sum(kind not in fold.kind_coef for fold in fitted.folds)
-    return replace(fitted, meta={**fitted.meta, **({"folds_with_shared_weights": {kind: shared}} if shared else {})})
+    counted = {k: n for k, n in fitted.meta.get("folds_with_shared_weights", {}).items() if k != kind} | (
+        {kind: shared} if shared else {})  # this kind's count replaced: an earlier fit's or carry's is stale
+    meta = {k: v for k, v in fitted.meta.items() if k != "folds_with_shared_weights"}
+    return replace(fitted, meta={**meta, **({"folds_with_shared_weights": counted} if counted else {})})
 
 
 def _check_kind_rows(kind: str, rows: np.ndarray, labels: np.ndarray, texts: Sequence[str]) -> None:
