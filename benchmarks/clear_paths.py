@@ -22,13 +22,12 @@ import argparse
 import json
 from pathlib import Path
 
-import numpy as np
-
 from common import table
 from default_relevance import collect_all, dense_order, hybrid_order
 
 from babelrag.relevance.model import RelevanceModel, default_model
-from babelrag.tune.fitting import clear_paths
+from babelrag.tune.fitting import clear_path_rates
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -43,15 +42,9 @@ def main() -> None:
         test = splits.get("test")
         if test is None:
             continue
-        cross, native = clear_paths(test)
         orders = {"dense": dense_order(test), "hybrid order": hybrid_order(test),
                   **{name: model.predict(test.rows, test.path_keys()) for name, model in models.items()}}
-        for name, scores in orders.items():
-            above = [scores[gold] > scores[mine].max() for gold, mine in cross]
-            ranks = [int((scores[path] > scores[gold]).sum()) for gold, path in native]
-            rows.append([layout, name, len(cross), float(np.mean(above)) if above else float("nan"), len(native),
-                         float(np.mean([r == 0 for r in ranks])) if ranks else float("nan"),
-                         float(np.mean([r < 3 for r in ranks])) if ranks else float("nan")])
+        rows += [[layout, name, *clear_path_rates(test, scores).values()] for name, scores in orders.items()]
     table("Clear paths on test articles (as written): the gold page above every same-language page when it is "
           "clearly closer in another language; kept first / in the top three when it is clearly best in the "
           "question's language", ["layout", "order", "cross-lingual paths", "gold above", "native paths", "first",
