@@ -59,6 +59,7 @@ from common import DATA, ROOT, bench_store, need_data, table  # noqa: E402
 from babelrag.experiments.runner import build_data, ensure_indexes  # noqa: E402
 from babelrag.config import preset_config  # noqa: E402
 from babelrag.evaluate.calibrate import calibrate_threshold, written  # noqa: E402
+from babelrag.evaluate.clusters import bootstrap_gap_ci, cluster_key  # noqa: E402
 from babelrag.evaluate.significance import paired_test  # noqa: E402
 from babelrag.kb import KnowledgeBase  # noqa: E402
 from babelrag.relevance.features import FEATURES, KEYWORD_WEIGHT, MODEL_FEATURES, MONO, PIVOT_COPY  # noqa: E402
@@ -67,7 +68,8 @@ from babelrag.models.bundle import Models  # noqa: E402
 from babelrag.relevance.learn import carry_kind, fit, fit_kind  # noqa: E402
 from babelrag.relevance.model import RelevanceModel, default_model  # noqa: E402
 from babelrag.tune.fitting import (  # noqa: E402
-    fit_crossfitted, out_of_fold_rows, out_of_fold_scores, path_mrr, reliability, scores_by_question, top_of_each_path,
+    fit_crossfitted, out_of_fold_rows, out_of_fold_scores, path_mrr, reciprocal_ranks, reliability, scores_by_question,
+    top_of_each_path,
 )
 from babelrag.tune.training import Candidates, collect  # noqa: E402
 
@@ -188,8 +190,18 @@ def layout_rows(test: dict[str, Candidates], scorers: dict[str, Scores]) -> list
             values = [path_mrr(part, scores(part)) if len(part.rows) else float("nan")
                       for part in (candidates, inside, outside)]
             rows.append([layout, name, len(set(candidates.qids)), len(np.unique(candidates.question)), *values,
-                         values[1] - values[2]])
+                         values[1] - values[2], gap_interval(candidates, scores(candidates))])
     return rows
+
+
+def gap_interval(candidates: Candidates, scores: np.ndarray) -> str:
+    """The language gap's 95 % interval, resampling questions across both sides at once (a question's
+    translations can find its page in their own language and elsewhere)."""
+    numbers, ranks = reciprocal_ranks(candidates, scores)
+    asked = [candidates.asked[number] for number in numbers]
+    low, high = bootstrap_gap_ci(ranks, [q.tags.get("gold_in_question_lang") == "true" for q in asked],
+                                 [cluster_key(q.model_dump()) for q in asked])
+    return "–" if np.isnan(low) else f"[{low:+.3f}, {high:+.3f}]"
 
 
 def choose_features(dev: dict[str, Candidates]) -> tuple[str, dict[str, dict[str, float]]]:
@@ -281,7 +293,7 @@ def main() -> None:
                                      if before else {}),
                                   "model": lambda c: model.predict(c.rows, c.path_keys())}
     table("MRR@10 of the question-as-written path on test articles, by where the gold page is",
-          ["layout", "order", "questions", "rows", "MRR", "gold in Lq", "gold elsewhere", "language gap"],
+          ["layout", "order", "questions", "rows", "MRR", "gold in Lq", "gold elsewhere", "language gap", "gap 95 %"],
           layout_rows(test, scorers))
     sample = {layout: splits["sample"] for layout, splits in candidates.items() if "sample" in splits}
     reliability_report(model, sample)

@@ -7,7 +7,8 @@ import pytest
 
 from babelrag.evaluate.calibrate import calibrate_threshold
 from babelrag.evaluate.cells import by_cell
-from babelrag.evaluate.clusters import bootstrap_ci, cluster_key, clustered_standard_error
+from babelrag.evaluate.clusters import bootstrap_ci, bootstrap_gap_ci, cluster_key, clustered_standard_error
+from babelrag.evaluate.report_layouts import layout_lines
 from babelrag.evaluate.significance import compare
 from babelrag.relevance.features import FEATURES
 from babelrag.relevance.learn import crossfit, group_folds
@@ -124,3 +125,40 @@ def test_the_clustered_standard_error_counts_clusters_not_rows() -> None:
     assert clustered_standard_error(uneven, keys) == pytest.approx(np.sqrt(2 * (centred ** 2).sum()) / 4)
     with pytest.raises(ValueError, match="2 clusters"):
         clustered_standard_error([1.0, 0.0], ["a", "a"])
+
+
+def scattered(values: list[float], lift: float = 0.0) -> list[dict]:
+    """A scattered KB's rows: every question asked in 8 languages, its page in one of them (the question's
+    position picks which), each row scoring its question's value (``lift`` more with the gold in its language)."""
+    rows = copies(values)
+    for i, row in enumerate(rows):
+        inside = row["lang"] == LANGS[(i // len(LANGS)) % len(LANGS)]
+        row["tags"] = {**row["tags"], "layout": "scattered", "gold_in_question_lang": str(inside).lower()}
+        row["mrr"] = min(1.0, row["mrr"] + (lift if inside else 0.0))
+    return rows
+
+
+def test_the_language_gap_resamples_a_question_on_both_sides_at_once() -> None:
+    values = questions(96, seed=3)
+    gap = by_cell(scattered(values))["layouts"]["scattered"]["gap"]
+    # each question scores alike wherever its page is, so every resample of questions has no gap at all;
+    # resampling the two sides apart (or rows) would give an interval around 0 of some width
+    assert gap["mrr"] == pytest.approx(0.0, abs=1e-12) and gap["mrr_ci"] == pytest.approx([0.0, 0.0], abs=1e-12)
+    rows = scattered(values)
+    by_row = bootstrap_gap_ci([r["mrr"] for r in rows], [r["tags"]["gold_in_question_lang"] == "true" for r in rows],
+                              [r["id"] for r in rows])
+    assert width(list(by_row)) > 0.1
+    lifted = by_cell(scattered(values, lift=0.2))["layouts"]["scattered"]["gap"]
+    inside = [min(1.0, v + 0.2) for v in values]
+    assert lifted["mrr"] == pytest.approx(np.mean(inside) - np.mean(values))
+    assert 0.0 < lifted["mrr_ci"][0] < lifted["mrr"] < lifted["mrr_ci"][1]
+    table = layout_lines({"default": {"layouts": by_cell(scattered(values, lift=0.2))["layouts"]}})
+    assert any(f"| {lifted['mrr']:+.3f} [{lifted['mrr_ci'][0]:+.3f}, {lifted['mrr_ci'][1]:+.3f}] |" in line
+               for line in table)
+
+
+def test_a_layout_with_its_gold_pages_on_one_side_only_has_no_gap() -> None:
+    rows = scattered(questions(20))
+    for row in rows:
+        row["tags"]["gold_in_question_lang"] = "true"
+    assert "gap" not in by_cell(rows)["layouts"]["scattered"]

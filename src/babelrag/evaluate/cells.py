@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from babelrag.evaluate.clusters import bootstrap_ci, cluster_keys
+from babelrag.evaluate.clusters import bootstrap_ci, bootstrap_gap_ci, cluster_keys
 
 SMALL_CELL = 30
 # Averaged per question; latency gets percentiles instead, LLM costs are per-question means.
@@ -72,9 +72,27 @@ def by_layout(rows: Sequence[Mapping[str, Any]], seed: int = 0) -> dict[str, Any
     groups: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for row in rows:
         groups[(row.get("tags") or {}).get("layout") or "untagged"].append(row)
-    return {layout: {"all": summarise(members, seed),
-                     **{name: summarise(part, seed) for name, part in gold_language_split(members).items() if part}}
-            for layout, members in sorted(groups.items())}
+    out: dict[str, Any] = {}
+    for layout, members in sorted(groups.items()):
+        parts = {name: part for name, part in gold_language_split(members).items() if part}
+        out[layout] = {"all": summarise(members, seed), **{name: summarise(part, seed) for name, part in parts.items()}}
+        if len(parts) == 2:
+            out[layout]["gap"] = language_gap_summary(parts["gold_in_lang"], parts["gold_elsewhere"], seed)
+    return out
+
+
+def language_gap_summary(inside: Sequence[Mapping[str, Any]], elsewhere: Sequence[Mapping[str, Any]],
+                         seed: int = 0) -> dict[str, Any]:
+    """The language gap (MRR with the gold page in the question's language − MRR with it elsewhere) with a 95 %
+    interval resampling questions across both sides at once, so that a small sample's gap is read with its noise."""
+    rows = [*inside, *elsewhere]
+    scored = [(row["mrr"], index < len(inside)) for index, row in enumerate(rows) if row.get("mrr") is not None]
+    clusters = [key for key, row in zip(cluster_keys(rows, "question"), rows) if row.get("mrr") is not None]
+    if not any(first for _, first in scored) or all(first for _, first in scored):
+        return {}
+    values, first = [value for value, _ in scored], [flag for _, flag in scored]
+    gap = float(np.mean([v for v, f in scored if f]) - np.mean([v for v, f in scored if not f]))
+    return {"mrr": gap, "mrr_ci": list(bootstrap_gap_ci(values, first, clusters, seed))}
 
 
 def by_cell(rows: Iterable[Mapping[str, Any]], seed: int = 0) -> dict[str, Any]:

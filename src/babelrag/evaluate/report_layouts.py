@@ -7,6 +7,7 @@ the Markdown report, and a picture (``layouts.png``) because the gaps are seen f
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,14 @@ GOLD_PARTS = (("gold_in_lang", "gold in the question's language"), ("gold_elsewh
 def language_gap(layout: dict[str, Any], metric: str = "mrr") -> float | None:
     inside, elsewhere = layout.get("gold_in_lang", {}).get(metric), layout.get("gold_elsewhere", {}).get(metric)
     return None if inside is None or elsewhere is None else inside - elsewhere
+
+
+def _gap(layout: dict[str, Any]) -> str:
+    gap = language_gap(layout)
+    if gap is None:
+        return "–"
+    ci = (layout.get("gap") or {}).get("mrr_ci")
+    return f"{gap:+.3f}" + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci and all(map(math.isfinite, ci)) else "")
 
 
 def _n(part: dict[str, Any] | None) -> str:
@@ -38,7 +47,7 @@ def layout_lines(configs: dict[str, Any]) -> list[str]:
     lines = ["", "## By layout: where the gold page is", "",
              "MRR with a 95 % interval resampling questions (a question and its translations are one); n as "
              "questions / rows. Language gap = MRR with the gold page in the question's language − MRR with it "
-             "only in another language.", ""]
+             "only in another language, with a 95 % interval resampling questions across both sides.", ""]
     for layout in layouts:
         lines += [f"### {layout}", "", "| configuration | n | R@10 | MRR | " +
                   " | ".join(f"{label}: MRR (n)" for _, label in GOLD_PARTS) + " | language gap |",
@@ -48,10 +57,8 @@ def layout_lines(configs: dict[str, Any]) -> list[str]:
             if not part:
                 continue
             gold = [f"{_value(part.get(key), 'mrr')} ({_n(part.get(key))})" for key, _ in GOLD_PARTS]
-            gap = language_gap(part)
             lines.append(f"| {name} | {_n(part['all'])} | {_value(part['all'], 'recall@10')} | "
-                         f"{_value(part['all'], 'mrr')} | " + " | ".join(gold) +
-                         f" | {'–' if gap is None else f'{gap:+.3f}'} |")
+                         f"{_value(part['all'], 'mrr')} | " + " | ".join(gold) + f" | {_gap(part)} |")
         lines.append("")
     return lines
 
