@@ -187,20 +187,22 @@ def layout_rows(test: dict[str, Candidates], scorers: dict[str, Scores]) -> list
     for layout, candidates in test.items():
         for name, scores in scorers.items():
             inside, outside = gold_in_lang(candidates, True), gold_in_lang(candidates, False)
-            values = [path_mrr(part, scores(part)) if len(part.rows) else float("nan")
-                      for part in (candidates, inside, outside)]
+            whole = scores(candidates)
+            values = [path_mrr(candidates, whole), *[path_mrr(part, scores(part)) if len(part.rows) else float("nan")
+                                                     for part in (inside, outside)]]
             rows.append([layout, name, len(set(candidates.qids)), len(np.unique(candidates.question)), *values,
-                         values[1] - values[2], gap_interval(candidates, scores(candidates))])
+                         values[1] - values[2], gap_interval(candidates, whole)])
     return rows
 
 
 def gap_interval(candidates: Candidates, scores: np.ndarray) -> str:
     """The language gap's 95 % interval, resampling questions across both sides at once (a question's
-    translations can find its page in their own language and elsewhere)."""
+    translations can find its page in their own language and elsewhere); untagged questions are on neither."""
     numbers, ranks = reciprocal_ranks(candidates, scores)
-    asked = [candidates.asked[number] for number in numbers]
-    low, high = bootstrap_gap_ci(ranks, [q.tags.get("gold_in_question_lang") == "true" for q in asked],
-                                 [cluster_key(q.model_dump()) for q in asked])
+    sides = np.array([candidates.asked[number].tags.get("gold_in_question_lang") for number in numbers], dtype=object)
+    tagged = np.isin(sides, ["true", "false"])
+    low, high = bootstrap_gap_ci(ranks[tagged], sides[tagged] == "true",
+                                 [cluster_key(candidates.asked[number].model_dump()) for number in numbers[tagged]])
     return "–" if np.isnan(low) else f"[{low:+.3f}, {high:+.3f}]"
 
 

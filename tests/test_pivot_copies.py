@@ -121,7 +121,10 @@ def test_a_model_failure_is_recorded_and_the_run_goes_on(tmp_path: Path) -> None
     # the structured-output error quotes the model's answer (JSON, with ": " of its own) after the parser's detail
     ("translator: qwen2.5-coder-0.5b@1d9614638d18 returned invalid JSON twice, cut at 256 then 512 tokens (Invalid "
      "JSON: EOF while parsing a string at line 1 column 80): '{\"en\": \"The city: a port\"", "returned invalid JSON twice, cut "
-     "at N then N tokens")])
+     "at N then N tokens"),
+    # nested parentheses are cut whole, and a quote without ": " before it is output too
+    ("m@fp returned invalid JSON twice (Value error, bad (nested) thing): 'x'", "returned invalid JSON twice"),
+    ("m@fp translated to 'de: ein Satz' in the wrong language", "translated to")])
 def test_a_failure_is_counted_by_its_kind_without_the_model_or_its_endpoint(tmp_path: Path, message: str,
                                                                              kind: str) -> None:
     store = build(tmp_path)

@@ -128,33 +128,63 @@ def test_the_clustered_standard_error_counts_clusters_not_rows() -> None:
 
 
 def scattered(values: list[float], lift: float = 0.0) -> list[dict]:
-    """A scattered KB's rows: every question asked in 8 languages, its page in one of them (the question's
-    position picks which), each row scoring its question's value (``lift`` more with the gold in its language)."""
-    rows = copies(values)
-    for i, row in enumerate(rows):
-        inside = row["lang"] == LANGS[(i // len(LANGS)) % len(LANGS)]
+    """A scattered KB's rows: question i asked in 2 + i % 7 languages (so the two sides hold different numbers of
+    each question's rows), its page in one of them (picked by its qid), each row scoring its question's value
+    (``lift`` more with the gold in its language); every fifth question's last version went unscored, and two
+    questions share each page."""
+    rows = []
+    for i, value in enumerate(values):
+        rows += copies([value], LANGS[:2 + i % 7])
+        for row in rows[-(2 + i % 7):]:
+            row["id"], row["tags"]["qid"], row["gold_pages"] = row["id"].replace("q0", f"q{i}"), f"q{i}", [f"page{i // 2}"]
+    for row in rows:
+        qid = int(row["tags"]["qid"][1:])
+        inside = row["lang"] == LANGS[qid % (2 + qid % 7)]
         row["tags"] = {**row["tags"], "layout": "scattered", "gold_in_question_lang": str(inside).lower()}
         row["mrr"] = min(1.0, row["mrr"] + (lift if inside else 0.0))
+    for i in range(0, len(values), 5):
+        unscored = [row for row in rows if row["tags"]["qid"] == f"q{i}"][-1]
+        del unscored["mrr"]
     return rows
 
 
 def test_the_language_gap_resamples_a_question_on_both_sides_at_once() -> None:
-    values = questions(96, seed=3)
-    gap = by_cell(scattered(values))["layouts"]["scattered"]["gap"]
-    # each question scores alike wherever its page is, so every resample of questions has no gap at all;
-    # resampling the two sides apart (or rows) would give an interval around 0 of some width
-    assert gap["mrr"] == pytest.approx(0.0, abs=1e-12) and gap["mrr_ci"] == pytest.approx([0.0, 0.0], abs=1e-12)
+    values = [v for v in questions(48, seed=3) for _ in range(2)]  # a page's two questions alike
     rows = scattered(values)
-    by_row = bootstrap_gap_ci([r["mrr"] for r in rows], [r["tags"]["gold_in_question_lang"] == "true" for r in rows],
-                              [r["id"] for r in rows])
-    assert width(list(by_row)) > 0.1
+    gap = by_cell(rows)["layouts"]["scattered"]["gap"]
+    # each question scores alike wherever its page is, but the sides hold different numbers of its rows: pooled
+    # over rows, the gap is what those weights make it, and resampling whole questions is the interval around it
+    inside = [r["mrr"] for r in rows if "mrr" in r and r["tags"]["gold_in_question_lang"] == "true"]
+    outside = [r["mrr"] for r in rows if "mrr" in r and r["tags"]["gold_in_question_lang"] == "false"]
+    assert gap["mrr"] == pytest.approx(np.mean(inside) - np.mean(outside))
+    assert gap["mrr_ci"][0] < gap["mrr"] < gap["mrr_ci"][1] and width(gap["mrr_ci"]) < 0.1
+    # resampling the rows, each its own sample, would shrink the interval that whole questions give
+    scored = [r for r in rows if "mrr" in r]
+    by_row = bootstrap_gap_ci([r["mrr"] for r in scored], [r["tags"]["gold_in_question_lang"] == "true" for r in scored],
+                              [r["id"] for r in scored])
+    assert width(list(by_row)) > 1.5 * width(gap["mrr_ci"])
+    # a page's two questions score alike: resampling pages, the unit of claims about documents, is wider still
+    assert width(gap["mrr_ci_pages"]) > 1.1 * width(gap["mrr_ci"])
     lifted = by_cell(scattered(values, lift=0.2))["layouts"]["scattered"]["gap"]
-    inside = [min(1.0, v + 0.2) for v in values]
-    assert lifted["mrr"] == pytest.approx(np.mean(inside) - np.mean(values))
     assert 0.0 < lifted["mrr_ci"][0] < lifted["mrr"] < lifted["mrr_ci"][1]
     table = layout_lines({"default": {"layouts": by_cell(scattered(values, lift=0.2))["layouts"]}})
     assert any(f"| {lifted['mrr']:+.3f} [{lifted['mrr_ci'][0]:+.3f}, {lifted['mrr_ci'][1]:+.3f}] |" in line
                for line in table)
+
+
+def test_a_language_gap_with_one_question_on_a_side_has_no_interval() -> None:
+    rows = scattered(questions(40))
+    first = next(r for r in rows if r["tags"]["gold_in_question_lang"] == "true" and "mrr" in r)
+    for row in rows:
+        row["tags"]["gold_in_question_lang"] = str(row is first).lower()
+    gap = by_cell(rows)["layouts"]["scattered"]["gap"]
+    assert gap["mrr"] == pytest.approx(first["mrr"] - np.mean([r["mrr"] for r in rows if "mrr" in r and r is not first]))
+    assert all(np.isnan(gap["mrr_ci"]))  # one question's rows on a side: only the other side's noise would show
+    assert any("too few questions on a side" in line for line in layout_lines({"d": {"layouts": by_cell(rows)["layouts"]}}))
+    # one question on both sides: every resample is that question, which says nothing of other questions
+    assert all(np.isnan(bootstrap_gap_ci([1.0, 0.5, 0.5], [True, False, False], ["q", "q", "q"])))
+    with pytest.raises(ValueError, match="finite"):
+        bootstrap_gap_ci([0.5, float("nan"), 1.0, 0.0], [True, True, False, False], ["a", "b", "c", "d"])
 
 
 def test_a_layout_with_its_gold_pages_on_one_side_only_has_no_gap() -> None:

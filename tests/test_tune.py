@@ -305,3 +305,36 @@ def test_each_paths_top_hit_is_its_best_scored_row() -> None:
     none = Candidates(np.zeros((0, len(FEATURES))), np.zeros(0), np.zeros(0, dtype=int), np.zeros(0, dtype=int),
                       np.zeros(0, dtype=object), [], [])
     assert top_of_each_path(none, np.zeros(0)).shape == (0,)  # no paths, no top hits
+
+
+def test_clear_path_rates_count_strictly_above_and_ranks_below_ties() -> None:
+    """Eight as-written paths: two cross-lingual clear ones (the gold page in another language, 0.05 closer than
+    the question's own-language pages, one of which has the best keyword match), two native clear ones (the gold
+    page top by cosine and by keywords), and four that are neither (a gold page not the closest; one only 0.01
+    closer than a same-language page; one whose own keyword match is the best; a native one whose is not)."""
+    from babelrag.tune.fitting import clear_path_rates, clear_paths
+    from babelrag.tune.training import Candidates
+
+    # cross a | cross b | native a | native b | neither | too close | keyword | native, not by keywords
+    dense = [0.90, 0.85, 0.80, 0.90, 0.85, 0.90, 0.80, 0.70, 0.60, 0.90, 0.80, 0.70, 0.60, 0.70, 0.90, 0.90, 0.89,
+             0.90, 0.80, 0.90, 0.80]
+    keyword = [0.0, 1.0, 0.2, 0.0, 1.0, 1.0, 0.5, 0.2, 0.1, 1.0, 0.5, 0.2, 0.1, 0.0, 1.0, 0.0, 1.0, 1.0, 0.5, 0.5, 1.0]
+    same = [0, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 0, 1, 1, 1]
+    labels = [1, 0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 1, 0, 1, 0, 1, 0]
+    question = [0, 0, 0, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7]
+    rows = np.zeros((21, len(FEATURES)))
+    for name, column in (("dense", dense), ("bm25_norm", keyword), ("same_lang", same)):
+        rows[:, FEATURES.index(name)] = column
+    candidates = Candidates(rows, np.array(labels, dtype=float), np.array(question), np.zeros(21, dtype=int),
+                            np.array(["de"] * 21, dtype=object), [], [])
+    cross, native = clear_paths(candidates)
+    assert [gold for gold, _ in cross] == [0, 3] and [gold for gold, _ in native] == [5, 9]
+    # cross a: the gold page strictly above; cross b: tied with a same-language page, which is not above.
+    # native a: tied with another page for first, still first; native b: three pages above it, not in the top three
+    scores = np.array([0.9, 0.5, 0.8, 0.6, 0.6, 0.7, 0.7, 0.1, 0.1, 0.2, 0.3, 0.4, 0.5, 0.0, 0.0, 0.0, 0.9, 0.0, 0.9, 0.0, 0.9])
+    rates = clear_path_rates(candidates, scores)
+    assert rates == {"cross-lingual paths": 2, "gold above": 0.5, "native paths": 2, "first": 0.5, "top three": 0.5}
+    cross_only = Candidates(rows[:5], np.array(labels[:5], dtype=float), np.array(question[:5]), np.zeros(5, dtype=int),
+                            np.array(["de"] * 5, dtype=object), [], [])
+    nothing_native = clear_path_rates(cross_only, scores[:5])
+    assert nothing_native["native paths"] == 0 and np.isnan(nothing_native["first"])

@@ -76,23 +76,26 @@ def by_layout(rows: Sequence[Mapping[str, Any]], seed: int = 0) -> dict[str, Any
     for layout, members in sorted(groups.items()):
         parts = {name: part for name, part in gold_language_split(members).items() if part}
         out[layout] = {"all": summarise(members, seed), **{name: summarise(part, seed) for name, part in parts.items()}}
-        if len(parts) == 2:
-            out[layout]["gap"] = language_gap_summary(parts["gold_in_lang"], parts["gold_elsewhere"], seed)
+        if len(parts) == 2 and (gap := language_gap_summary(parts["gold_in_lang"], parts["gold_elsewhere"], seed)):
+            out[layout]["gap"] = gap
     return out
 
 
 def language_gap_summary(inside: Sequence[Mapping[str, Any]], elsewhere: Sequence[Mapping[str, Any]],
                          seed: int = 0) -> dict[str, Any]:
     """The language gap (MRR with the gold page in the question's language − MRR with it elsewhere) with a 95 %
-    interval resampling questions across both sides at once, so that a small sample's gap is read with its noise."""
-    rows = [*inside, *elsewhere]
-    scored = [(row["mrr"], index < len(inside)) for index, row in enumerate(rows) if row.get("mrr") is not None]
-    clusters = [key for key, row in zip(cluster_keys(rows, "question"), rows) if row.get("mrr") is not None]
-    if not any(first for _, first in scored) or all(first for _, first in scored):
+    interval resampling questions across both sides at once, so that a small sample's gap is read with its noise,
+    and one resampling gold pages (which side a question is on is its page's doing). Empty without an MRR on both
+    sides."""
+    scored = [(row, side) for side, rows in ((True, inside), (False, elsewhere)) for row in rows
+              if row.get("mrr") is not None]
+    if len({side for _, side in scored}) < 2:
         return {}
-    values, first = [value for value, _ in scored], [flag for _, flag in scored]
-    gap = float(np.mean([v for v, f in scored if f]) - np.mean([v for v, f in scored if not f]))
-    return {"mrr": gap, "mrr_ci": list(bootstrap_gap_ci(values, first, clusters, seed))}
+    rows, sides = [row for row, _ in scored], [side for _, side in scored]
+    values = [row["mrr"] for row in rows]
+    gap = float(np.mean([v for v, s in zip(values, sides) if s]) - np.mean([v for v, s in zip(values, sides) if not s]))
+    return {"mrr": gap, "mrr_ci": list(bootstrap_gap_ci(values, sides, cluster_keys(rows, "question"), seed)),
+            "mrr_ci_pages": list(bootstrap_gap_ci(values, sides, cluster_keys(rows, "page"), seed))}
 
 
 def by_cell(rows: Iterable[Mapping[str, Any]], seed: int = 0) -> dict[str, Any]:

@@ -76,27 +76,31 @@ def bootstrap_ci(values: Sequence[float], clusters: Sequence[str] | None = None,
     return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
-def bootstrap_gap_ci(values: Sequence[float], first: Sequence[bool], clusters: Sequence[str], seed: int = 0,
+def bootstrap_gap_ci(values: Sequence[float], in_first_group: Sequence[bool], clusters: Sequence[str], seed: int = 0,
                      resamples: int = 1000) -> tuple[float, float]:
-    """Percentile-bootstrap 95 % interval of (mean of the ``first`` rows) − (mean of the others), resampling
-    whole clusters. A question's translations can fall on both sides (on a scattered KB its English version
+    """Percentile-bootstrap 95 % interval of (mean of the first group's rows) − (mean of the others), resampling
+    whole clusters. A question's translations can fall in both groups (on a scattered KB its English version
     may find its page in English while the others look across languages), so the two means are not
     independent and their intervals do not combine; resampling questions keeps each one's rows together.
-    Resamples that miss a side are left out."""
-    if not (len(values) == len(first) == len(clusters)):
-        raise ValueError(f"{len(values)} values, {len(first)} sides and {len(clusters)} cluster keys")
-    data, side = np.asarray(values, dtype=np.float64), np.asarray(first, dtype=np.float64)
-    if len(data) == 0 or not side.any() or side.all():
+    No interval (nan) with fewer than 2 clusters in a group, where it would show only the other group's noise, or
+    when more than 5 % of the resamples miss a group (those are left out otherwise)."""
+    if not (len(values) == len(in_first_group) == len(clusters)):
+        raise ValueError(f"{len(values)} values, {len(in_first_group)} groups and {len(clusters)} cluster keys")
+    data, first = np.asarray(values, dtype=np.float64), np.asarray(in_first_group, dtype=bool)
+    if not np.isfinite(data).all():
+        raise ValueError("a language gap over values that are not all finite")
+    groups = [per_cluster(np.where(side, data, 0.0), clusters)[0] for side in (first, ~first)]
+    counts = [per_cluster(side.astype(np.float64), clusters)[0] for side in (first, ~first)]
+    if min(int(np.count_nonzero(count)) for count in counts) < 2:
         return (float("nan"), float("nan"))
-    sums_first, sums_other = per_cluster(data * side, clusters)[0], per_cluster(data * (1.0 - side), clusters)[0]
-    counts_first, counts_other = per_cluster(side, clusters)[0], per_cluster(1.0 - side, clusters)[0]
     rng = np.random.default_rng(seed)
-    picks = rng.integers(0, len(sums_first), size=(resamples, len(sums_first)))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        gaps = (sums_first[picks].sum(axis=1) / counts_first[picks].sum(axis=1)
-                - sums_other[picks].sum(axis=1) / counts_other[picks].sum(axis=1))
-    gaps = gaps[np.isfinite(gaps)]
-    if len(gaps) == 0:
+    picks = rng.integers(0, len(counts[0]), size=(resamples, len(counts[0])))
+    means = []
+    for sums, count in zip(groups, counts):
+        picked = count[picks].sum(axis=1)
+        means.append(np.divide(sums[picks].sum(axis=1), picked, out=np.full(resamples, np.nan), where=picked > 0))
+    gaps = (means[0] - means[1])[np.isfinite(means[0] - means[1])]
+    if len(gaps) < 0.95 * resamples:
         return (float("nan"), float("nan"))
     return float(np.percentile(gaps, 2.5)), float(np.percentile(gaps, 97.5))
 

@@ -15,16 +15,23 @@ GOLD_PARTS = (("gold_in_lang", "gold in the question's language"), ("gold_elsewh
 
 
 def language_gap(layout: dict[str, Any], metric: str = "mrr") -> float | None:
+    """The layout's gap as aggregated (``cells.language_gap_summary``), else from its two sides' means."""
+    if (gap := (layout.get("gap") or {}).get(metric)) is not None:
+        return gap
     inside, elsewhere = layout.get("gold_in_lang", {}).get(metric), layout.get("gold_elsewhere", {}).get(metric)
     return None if inside is None or elsewhere is None else inside - elsewhere
 
 
-def _gap(layout: dict[str, Any]) -> str:
+def _gap_cell(layout: dict[str, Any]) -> str:
     gap = language_gap(layout)
     if gap is None:
         return "–"
     ci = (layout.get("gap") or {}).get("mrr_ci")
-    return f"{gap:+.3f}" + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci and all(map(math.isfinite, ci)) else "")
+    if not ci:  # a run aggregated before gaps had intervals
+        return f"{gap:+.3f}"
+    if not all(map(math.isfinite, ci)):
+        return f"{gap:+.3f} (too few questions on a side for an interval)"
+    return f"{gap:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}]"
 
 
 def _n(part: dict[str, Any] | None) -> str:
@@ -58,7 +65,7 @@ def layout_lines(configs: dict[str, Any]) -> list[str]:
                 continue
             gold = [f"{_value(part.get(key), 'mrr')} ({_n(part.get(key))})" for key, _ in GOLD_PARTS]
             lines.append(f"| {name} | {_n(part['all'])} | {_value(part['all'], 'recall@10')} | "
-                         f"{_value(part['all'], 'mrr')} | " + " | ".join(gold) + f" | {_gap(part)} |")
+                         f"{_value(part['all'], 'mrr')} | " + " | ".join(gold) + f" | {_gap_cell(part)} |")
         lines.append("")
     return lines
 

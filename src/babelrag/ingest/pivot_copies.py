@@ -206,9 +206,12 @@ def _kind(reason: str) -> str:
     answer's ``(parser detail): '<the model's JSON>'`` neither), a leading model name dropped ("name@fingerprint
     returned invalid JSON twice"), and never a part that still names a model (``name@fingerprint``, ``name@<url>``)."""
     said = re.split(r": ['\"\[{]", reason, maxsplit=1)[0]  # what follows is quoted output or another system's words
-    said = re.sub(r"\s*\([^()]*\)?", "", said)  # a parenthesis: the parser's detail (cut short, maybe)
+    said = re.split(r"(?:^|\s)['\"]", said, maxsplit=1)[0]  # so does a quote opened anywhere else
+    while (shorter := re.sub(r"\s*\([^()]*\)", "", said)) != said:  # a parenthesis: the parser's detail (nested:
+        said = shorter  # innermost first)
+    said = re.sub(r"\s*\(.*", "", said)  # one cut short
     for part in reversed(said.split(": ")):
-        kind = re.sub(r"^\S+@\S+\s+", "", re.split(r"[\"(\[{]", part)[0]).strip(" ,.;")  # "model@fp returned…"
+        kind = re.sub(r"^\S+@\S+\s+", "", re.split(r"[\"'(\[{]", part)[0]).strip(" ,.;")  # "model@fp returned…"
         if kind and "@" not in kind:
             return re.sub(r"\d+", "N", kind)
     return "unusable answer"
