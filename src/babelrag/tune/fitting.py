@@ -292,13 +292,17 @@ def clear_paths(candidates: Candidates) -> tuple[list[tuple[int, np.ndarray]], l
     return cross, native
 
 
-def clear_path_rates(candidates: Candidates, scores: np.ndarray) -> dict[str, float]:
+def clear_path_rates(candidates: Candidates, scores: np.ndarray) -> dict[str, int | float]:
     """How an order (``scores``, one per row) does on ``clear_paths``: the share of cross-lingual clear paths whose
     gold page it puts above every same-language page, and of native clear paths whose gold page it keeps first and in
     its top three (nan where there are none), with both counts."""
     cross, native = clear_paths(candidates)
     above = [scores[gold] > scores[mine].max() for gold, mine in cross]
     ranks = np.array([(scores[rows] > scores[gold]).sum() for gold, rows in native])
-    share = lambda hits: float(np.mean(hits)) if len(hits) else float("nan")  # noqa: E731
-    return {"cross-lingual paths": len(cross), "gold above": share(above), "native paths": len(native),
-            "first": share(ranks == 0), "top three": share(ranks < 3)}
+    return {"cross-lingual paths": len(cross), "gold above": _share(above), "native paths": len(native),
+            "first": _share(ranks == 0), "top three": _share(ranks < 3)}
+
+
+def _share(hits: Sequence[bool] | np.ndarray) -> float:
+    """The share of true values (nan for none at all)."""
+    return float(np.mean(hits)) if len(hits) else float("nan")
