@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from babelrag.tune.choose import DevRow, choose, shrunk_objectives
+from babelrag.tune.choose import DevRow, choose, held_out_gain, shrunk_objectives
 
 from conftest import dev_rows
 
@@ -122,9 +122,49 @@ def test_a_scope_s_margin_is_the_error_of_the_part_of_its_shrunk_gain_its_own_qu
     other = dev([0.53, -0.37] * 15, "SE") + dev([-0.02] * 30, "PL")
     global_rule, kbs, cells = choose({"as_written": plain, copies: other}, {"as_written": 0.0, copies: 0.0}, 0.0)
     assert global_rule.option == "as_written"  # 0.03 over 60 questions, within its error of 0.042
-    # SE's shrunk gain (30·0.08 + 10·0.03)/40 = 0.0675 is above 30/40 of 0.084 (0.063), within the whole 0.084
-    assert (kbs["SE"].option, cells["SE|sv"].option) == (copies, copies)
-    assert kbs["PL"].option == "as_written"
+    # SE's shrunk gain (30·0.08 + 10·0.03)/40 = 0.0675 is above 30/40 of 0.084 (0.063), within the whole 0.084: the
+    # rule takes the copies (the selection check then refuses them: a gain of one error does not hold on new halves)
+    assert kbs["SE"].selection_check["refused"] == cells["SE|sv"].selection_check["refused"] == copies
+    assert kbs["PL"].option == "as_written" and not kbs["PL"].selection_check
+
+
+def test_a_choice_must_hold_on_dev_questions_it_was_not_chosen_on() -> None:
+    """The one-standard-error rule takes a gain that rests on two lucky questions; the selection check (choose on
+    half the questions, score on the other half) refuses it, and keeps a gain every question shares."""
+    def dev(gains: list[float]) -> list[DevRow]:
+        """30 questions at 0.5, the first ``len(gains)`` moved by their gain."""
+        return [DevRow(f"q{i}", "SE", "sv", 0.5 + (gains[i] if i < len(gains) else 0.0), 0.0,
+                       {"id": f"q{i}", "tags": {"qid": f"q{i}"}, "evidence": [{"doc_id": "g", "score": 0.9}],
+                        "gold_pages": ["g"]}) for i in range(30)]
+    copies = "as_written+pivot_copies:max"
+    costs = {"as_written": 0.0, copies: 0.0}
+    # +0.5, +0.5, −0.25: 0.025 ahead against an error of 0.024, all of it from the half that holds both wins
+    lucky, _, _ = choose({"as_written": dev([]), copies: dev([0.5, 0.5, -0.25])}, costs, 0.0)
+    assert lucky.option == "as_written" and lucky.selection_check["refused"] == copies
+    assert lucky.selection_check["held_out_gain"] <= 0 and lucky.selection_check["over"] == "as_written"
+    steady, _, _ = choose({"as_written": dev([]), copies: dev([0.3] * 4)}, costs, 0.0)
+    assert steady.option == copies and "refused" not in steady.selection_check
+    assert 0 < steady.selection_check["held_out_gain"] < 0.3 * 4 / 30  # a half's choice is not always right
+    none_needed, _, _ = choose({"as_written": dev([]), copies: dev([])}, costs, 0.0)
+    assert none_needed.option == "as_written" and not none_needed.selection_check  # nothing beyond the simplest
+
+
+def test_the_selection_check_keeps_a_questions_translations_on_one_side() -> None:
+    """10 questions asked in two languages; the option gains 0.01 on every row but question 0's, whose two versions gain
+    +0.31 and −0.29. Halved by question, every half sees each question gain 0.02 in all (no error: it chooses the
+    option) and the other half's gain is 0.01 exactly; halved by row, a half holding only the +0.31 picks the option
+    for a half holding the −0.29."""
+    rows = [DevRow(f"q{i}:{lang}", "SE", lang, 0.5, 0.0, {"id": f"q{i}:{lang}", "tags": {"qid": f"q{i}"}})
+            for i in range(10) for lang in ("sv", "en")]
+    gains = {r.question: 0.01 for r in rows} | {"q0:sv": 0.31, "q0:en": -0.29}
+    objective = {"as_written": {r.question: 0.5 for r in rows},
+                 "copies": {r.question: 0.5 + gains[r.question] for r in rows}}
+
+    def simplest_first(option: str) -> tuple[bool]:
+        return (option != "as_written",)
+    gain = held_out_gain(rows, objective, ["as_written", "copies"], simplest_first, "as_written")
+    assert gain == pytest.approx(0.01, abs=1e-12)
+    assert held_out_gain(rows, objective, ["as_written", "copies"], simplest_first, "copies") == pytest.approx(0.0)
 
 
 def test_thresholds_hold_the_budget_for_new_questions_and_per_cell() -> None:

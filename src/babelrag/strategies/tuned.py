@@ -58,6 +58,9 @@ class CellRule(BaseModel):
     source: Literal["cell", "kb", "global"] = "cell"
     n_dev: int = 0  # the dev questions behind it (a question and its translations once)
     measured: dict[str, float] = Field(default_factory=dict)  # the (shrunk) dev objective of each option
+    # where the rule chose more than the simplest option: its held-out gain over it (`held_out_gain`, `over`), and
+    # the choice it `refused` when that gain was not positive
+    selection_check: dict[str, Any] = Field(default_factory=dict)
 
 
 class Profile(BaseModel):

@@ -239,10 +239,19 @@ def summary_lines(result: TuneResult) -> list[str]:
              "",
              f"Options measured on dev ({profile.objective}, LLM calls per question): " +
              ", ".join(f"{o} {m[profile.objective]:.3f} / {m['llm_calls']:.2f}" for o, m in result.options.items()), "",
-             "| rule | option | τ | k | dev questions | from |", "|---|---|---|---|---|---|"]
+             "| rule | option | τ | k | dev questions | from | selection check |", "|---|---|---|---|---|---|---|"]
     rules = [("global", profile.global_rule), *sorted(profile.kbs.items()), *sorted(profile.cells.items())]
     for key, rule in rules:
         lines.append(f"| {key.replace(ANY, 'no country')} | {rule.option} | "
                      f"{'–' if rule.threshold is None else f'{rule.threshold:.4f}'} | {rule.k or '–'} | {rule.n_dev} | "
-                     f"{rule.source} |")
+                     f"{rule.source} | {_check(rule)} |")
     return lines
+
+
+def _check(rule: CellRule) -> str:
+    """What choosing on half the dev questions gained on the other half (``choose.held_out_gain``)."""
+    check = rule.selection_check
+    if not check:
+        return "–"
+    gain = f"{check['held_out_gain']:+.3f} over {check['over']} on held-out halves"
+    return f"refused {check['refused']}: {gain}" if "refused" in check else gain
