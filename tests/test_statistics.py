@@ -192,3 +192,14 @@ def test_a_layout_with_its_gold_pages_on_one_side_only_has_no_gap() -> None:
     for row in rows:
         row["tags"]["gold_in_question_lang"] = "true"
     assert "gap" not in by_cell(rows)["layouts"]["scattered"]
+
+
+def test_integer_cluster_codes_give_the_error_their_keys_give() -> None:
+    # the fast path takes a subset's codes as they are (gaps where other rows' clusters were): only clusters present
+    # count, as with the keys
+    values = [0.3, 0.9, 0.1, 0.4, 0.8, 0.2]
+    keys = ["b", "b", "d", "f", "f", "d"]
+    codes = np.array([1, 1, 3, 5, 5, 3])
+    assert clustered_standard_error(values, codes) == pytest.approx(clustered_standard_error(values, keys))
+    assert clustered_standard_error(values, codes) != pytest.approx(
+        clustered_standard_error(values, [str(i) for i in range(6)]))

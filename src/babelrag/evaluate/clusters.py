@@ -35,15 +35,20 @@ def cluster_keys(rows: Sequence[Mapping[str, Any]], unit: Unit = "question") -> 
     return [cluster_key(row, unit, str(i)) for i, row in enumerate(rows)]
 
 
-def per_cluster(values: Sequence[float], clusters: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Each cluster's sum of ``values`` and its number of rows (clusters in first-seen order)."""
+def per_cluster(values: Sequence[float], clusters: Sequence[str] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each cluster's sum of ``values`` and its number of rows (clusters in first-seen order; given as an array of
+    integer codes, in code order — the fast path for code that recomputes over subsets of the same rows)."""
     if len(values) != len(clusters):
         raise ValueError(f"{len(values)} values for {len(clusters)} cluster keys")
-    index: dict[str, int] = {}
-    owner = np.array([index.setdefault(key, len(index)) for key in clusters], dtype=np.int64)
+    if isinstance(clusters, np.ndarray) and clusters.dtype.kind in "iu":
+        present, owner = np.unique(clusters, return_inverse=True)
+        size = len(present)
+    else:
+        index: dict[str, int] = {}
+        owner = np.array([index.setdefault(key, len(index)) for key in clusters], dtype=np.int64)
+        size = len(index)
     data = np.asarray(values, dtype=np.float64)
-    return np.bincount(owner, weights=data, minlength=len(index)), np.bincount(owner, minlength=len(index)).astype(
-        np.float64)
+    return np.bincount(owner, weights=data, minlength=size), np.bincount(owner, minlength=size).astype(np.float64)
 
 
 def cluster_means(values: Sequence[float], clusters: Sequence[str]) -> np.ndarray:
@@ -52,7 +57,7 @@ def cluster_means(values: Sequence[float], clusters: Sequence[str]) -> np.ndarra
     return sums / counts
 
 
-def clustered_standard_error(values: Sequence[float], clusters: Sequence[str]) -> float:
+def clustered_standard_error(values: Sequence[float], clusters: Sequence[str] | np.ndarray) -> float:
     """The standard error of the mean over rows of ``values``, each cluster one sample whatever its size (the
     cluster-robust error; with equal clusters, the plain error of the cluster means). Fewer than 2 clusters have
     no error to measure."""
