@@ -192,3 +192,22 @@ def test_thresholds_hold_the_budget_for_new_questions_and_per_cell() -> None:
     few = {"as_written": dev("SE|sv", [0.6] * 150)}  # 150 < 199: no τ anywhere, not even at the lowest gold
     global_few, kbs_few, _ = choose(few, {"as_written": 0.0}, 0.0, cell_min=10, budget=0.005)
     assert global_few.threshold is None and kbs_few["SE"].threshold is None
+
+
+def test_a_refused_choice_falls_back_on_the_parent_scope_s_option_when_it_costs_no_more() -> None:
+    """The KB takes the copies (max-merged) for a steady +0.1 in both its languages; in Swedish the rank-fused copies
+    lead them through two lucky questions. The check scores that lead against the option the cell would otherwise
+    inherit, not against the question as written (which every copy beats by 0.1, lucky or not)."""
+    def dev(values: list[float], lang: str) -> list[DevRow]:
+        return [DevRow(f"q{i}:{lang}", "SE", lang, value, 0.0,
+                       {"id": f"q{i}:{lang}", "tags": {"qid": f"q{i}{lang}"}, "evidence": [{"doc_id": "g", "score": 0.9}],
+                        "gold_pages": ["g"]}) for i, value in enumerate(values)]
+    max_merged, rank_fused = "as_written+pivot_copies:max", "as_written+pivot_copies"
+    results = {"as_written": dev([0.5] * 30, "sv") + dev([0.5] * 30, "en"),
+               max_merged: dev([0.6] * 30, "sv") + dev([0.6] * 30, "en"),
+               rank_fused: dev([1.5, 1.5, 0.4] + [0.6] * 27, "sv") + dev([0.5] * 30, "en")}
+    _, kbs, cells = choose(results, {option: 0.0 for option in results}, 0.0)
+    assert kbs["SE"].option == max_merged
+    assert cells["SE|sv"].option == max_merged
+    assert cells["SE|sv"].selection_check["over"] == max_merged
+    assert cells["SE|sv"].selection_check["refused"] == rank_fused
