@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from babelrag.strategies.tuned import SelectionCheck
 from babelrag.tune.choose import DevRow, choose, held_out_gain, shrunk_objectives
 
 from conftest import dev_rows
@@ -124,8 +125,8 @@ def test_a_scope_s_margin_is_the_error_of_the_part_of_its_shrunk_gain_its_own_qu
     assert global_rule.option == "as_written"  # 0.03 over 60 questions, within its error of 0.042
     # SE's shrunk gain (30·0.08 + 10·0.03)/40 = 0.0675 is above 30/40 of 0.084 (0.063), within the whole 0.084: the
     # rule takes the copies (the selection check then refuses them: a gain of one error does not hold on new halves)
-    assert kbs["SE"].selection_check["refused"] == cells["SE|sv"].selection_check["refused"] == copies
-    assert kbs["PL"].option == "as_written" and not kbs["PL"].selection_check
+    assert kbs["SE"].selection_check.refused == cells["SE|sv"].selection_check.refused == copies
+    assert kbs["PL"].option == "as_written" and kbs["PL"].selection_check is None
 
 
 def test_a_choice_must_hold_on_dev_questions_it_was_not_chosen_on() -> None:
@@ -140,17 +141,21 @@ def test_a_choice_must_hold_on_dev_questions_it_was_not_chosen_on() -> None:
     costs = {"as_written": 0.0, copies: 0.0}
     # +0.6, +0.6, −0.2: 0.033 ahead against an error of 0.029, all of it from whichever half holds both wins
     lucky, _, _ = choose({"as_written": dev([]), copies: dev([0.6, 0.6, -0.2])}, costs, 0.0)
-    assert lucky.option == "as_written" and lucky.selection_check["refused"] == copies
-    assert lucky.selection_check["held_out_gain"] < 0 and lucky.selection_check["over"] == "as_written"
+    assert lucky.option == "as_written" and lucky.selection_check.refused == copies
+    assert lucky.selection_check.held_out_gain < 0 and lucky.selection_check.over == "as_written"
     # +0.5 twice, no loss (0.033 against 0.023): a half holding one win cannot tell it from luck, a half holding
     # both leaves none for the other; the held-out gain is 0, which is not a gain
     two_wins, _, _ = choose({"as_written": dev([]), copies: dev([0.5, 0.5])}, costs, 0.0)
-    assert two_wins.selection_check == {"held_out_gain": 0.0, "over": "as_written", "refused": copies}
+    assert two_wins.selection_check == SelectionCheck(held_out_gain=0.0, over="as_written", refused=copies)
     steady, _, _ = choose({"as_written": dev([]), copies: dev([0.3] * 4)}, costs, 0.0)
-    assert steady.option == copies and "refused" not in steady.selection_check
-    assert 0 < steady.selection_check["held_out_gain"] < 0.3 * 4 / 30  # a half's choice is not always right
+    assert steady.option == copies and steady.selection_check.refused is None
+    assert 0 < steady.selection_check.held_out_gain < 0.3 * 4 / 30  # a half's choice is not always right
+    # two questions, both gaining 0.3: the rule takes the copies (no error at all), but a half of one question cannot
+    # tell them from the question as written, so no half ever chooses them
+    pair, _, _ = choose({"as_written": dev([])[:2], copies: dev([0.3, 0.3])[:2]}, costs, 0.0)
+    assert pair.selection_check == SelectionCheck(held_out_gain=0.0, over="as_written", refused=copies)
     none_needed, _, _ = choose({"as_written": dev([]), copies: dev([])}, costs, 0.0)
-    assert none_needed.option == "as_written" and not none_needed.selection_check  # nothing beyond the simplest
+    assert none_needed.option == "as_written" and none_needed.selection_check is None  # nothing beyond the simplest
 
 
 def test_the_selection_check_keeps_a_questions_translations_on_one_side() -> None:
@@ -209,5 +214,5 @@ def test_a_refused_choice_falls_back_on_the_parent_scope_s_option_when_it_costs_
     _, kbs, cells = choose(results, {option: 0.0 for option in results}, 0.0)
     assert kbs["SE"].option == max_merged
     assert cells["SE|sv"].option == max_merged
-    assert cells["SE|sv"].selection_check["over"] == max_merged
-    assert cells["SE|sv"].selection_check["refused"] == rank_fused
+    assert cells["SE|sv"].selection_check.over == max_merged
+    assert cells["SE|sv"].selection_check.refused == rank_fused

@@ -49,6 +49,16 @@ def needs_copies(option: str) -> bool:
     return "pivot_copies" in (chosen["strategy"], *chosen["extra_paths"])
 
 
+class SelectionCheck(BaseModel):
+    """Where a rule chose more than the simplest option: what choosing on half the dev questions gained over it on the
+    other half (``tune/choose.held_out_gain``), and the choice ``refused`` when that gain was not positive."""
+    model_config = ConfigDict(extra="forbid")
+
+    held_out_gain: float
+    over: str  # the simplest option, the one the gain is measured against (and fallen back on)
+    refused: str | None = None
+
+
 class CellRule(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -58,9 +68,7 @@ class CellRule(BaseModel):
     source: Literal["cell", "kb", "global"] = "cell"
     n_dev: int = 0  # the dev questions behind it (a question and its translations once)
     measured: dict[str, float] = Field(default_factory=dict)  # the (shrunk) dev objective of each option
-    # where the rule chose more than the simplest option: its held-out gain over it (`held_out_gain`, `over`), and
-    # the choice it `refused` when that gain was not positive
-    selection_check: dict[str, Any] = Field(default_factory=dict)
+    selection_check: SelectionCheck | None = None  # None: the rule took the simplest option, nothing to check
 
 
 class Profile(BaseModel):

@@ -45,7 +45,7 @@ import numpy as np
 from babelrag.errors import shown
 from babelrag.evaluate.calibrate import calibrate_threshold, written
 from babelrag.evaluate.clusters import cluster_key, clustered_standard_error
-from babelrag.strategies.tuned import ANY, OPTIONS, CellRule
+from babelrag.strategies.tuned import ANY, OPTIONS, CellRule, SelectionCheck
 
 GLOBAL = "global"
 HALVINGS = 50  # random halvings of a scope's questions the selection check averages over (each scored both ways)
@@ -146,8 +146,8 @@ def held_out_gain(rows: Sequence[DevRow], objective: Mapping[str, Mapping[str, f
     error of its own paired gains), the choice's gain over ``baseline`` taken on the other half, averaged over both
     directions of ``halvings`` halvings (seeded: the same rows give the same answer). A half of one question tells
     no option from another and takes the simplest."""
-    _, codes = np.unique([r.sample for r in rows], return_inverse=True)
-    count = int(codes.max()) + 1 if len(rows) else 0
+    samples, codes = np.unique([r.sample for r in rows], return_inverse=True)
+    count = len(samples)
     if count < 2:
         raise ValueError("the selection check needs at least two questions")
     position = {option: i for i, option in enumerate(order)}
@@ -158,15 +158,14 @@ def held_out_gain(rows: Sequence[DevRow], objective: Mapping[str, Mapping[str, f
         first = np.zeros(count, dtype=bool)
         first[rng.permutation(count)[:count // 2]] = True
         in_first = first[codes]
-        for chosen_on in (in_first, ~in_first):
+        for chosen_on, asked in ((in_first, count // 2), (~in_first, count - count // 2)):
             means = dict(zip(order, values[:, chosen_on].mean(axis=1)))
-            own_codes = codes[chosen_on]
 
             def margin(leader: str, option: str) -> float:
-                if len(np.unique(own_codes)) < 2:
+                if asked < 2:  # one question has no error to compare options by
                     return float("inf")
                 return clustered_standard_error(values[position[leader], chosen_on] - values[position[option], chosen_on],
-                                                own_codes)
+                                                codes[chosen_on])
             choice = rule_choice(order, means, means, simplest_first, margin)
             scored_on = ~chosen_on
             gains.append(float(values[position[choice], scored_on].mean() - values[position[baseline], scored_on].mean()))
@@ -203,7 +202,7 @@ def choose(results: Mapping[str, Sequence[DevRow]], costs: Mapping[str, float], 
         return own * clustered_standard_error(
             [objective[leader][r.question] - objective[option][r.question] for r in rows], samples)
 
-    def best(scope: str, inherited: str | None) -> tuple[str, dict[str, Any]]:
+    def best(scope: str, inherited: str | None) -> tuple[str, SelectionCheck | None]:
         """The rule's option (``rule_choice`` on shrunk objectives, simplest: cheaper first, then the parent scope's
         option ``inherited``, then the question as written), where it passes the selection check; and what the
         check found, for the profile."""
@@ -213,10 +212,11 @@ def choose(results: Mapping[str, Sequence[DevRow]], costs: Mapping[str, float], 
         chosen = rule_choice(order, value, own, simplest_first, lambda leader, option: margin(scope, leader, option))
         baseline = rule_choice(order, value, own, simplest_first, lambda *_: float("inf"))  # what it falls back on
         if chosen == baseline:
-            return chosen, {}
+            return chosen, None
         gain = held_out_gain([r for r in reference if _within(r, scope)], objective, order, simplest_first, baseline)
-        check = {"held_out_gain": round(gain, 6), "over": baseline}
-        return (chosen, check) if gain > 0 else (baseline, {**check, "refused": chosen})
+        if gain > 0:
+            return chosen, SelectionCheck(held_out_gain=round(gain, 6), over=baseline)
+        return baseline, SelectionCheck(held_out_gain=round(gain, 6), over=baseline, refused=chosen)
 
     asked_kb, asked_cell = defaultdict(set), defaultdict(set)  # the questions each scope asks
     for r in reference:
@@ -225,7 +225,7 @@ def choose(results: Mapping[str, Sequence[DevRow]], costs: Mapping[str, float], 
     counts_kb = {kb: len(asked) for kb, asked in asked_kb.items()}
     counts_cell = {cell: len(asked) for cell, asked in asked_cell.items()}
 
-    def rule(scope: str, choice: tuple[str, dict[str, Any]], source: str, n: int,
+    def rule(scope: str, choice: tuple[str, SelectionCheck | None], source: str, n: int,
              parent_tau: float | None) -> CellRule:
         option, check = choice
         members = [r for r in results[option] if _within(r, scope)]

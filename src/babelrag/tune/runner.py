@@ -251,7 +251,7 @@ def summary_lines(result: TuneResult) -> list[str]:
 def _check(rule: CellRule) -> str:
     """What choosing on half the dev questions gained on the other half (``choose.held_out_gain``)."""
     check = rule.selection_check
-    if not check:
+    if check is None:
         return "–"
-    gain = f"{check['held_out_gain']:+.3f} over {check['over']} on held-out halves"
-    return f"refused {check['refused']}: {gain}" if "refused" in check else gain
+    gain = f"{check.held_out_gain:+.3f} over {check.over} on held-out halves"
+    return f"refused {check.refused}: {gain}" if check.refused else gain
