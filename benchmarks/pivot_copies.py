@@ -26,7 +26,9 @@ per decile, beside the question's own path over the passages, on the same test q
 Beside them, ``tuned``: ``babelrag tune`` run on the KB's *dev* questions once its copies exist (the relevance model
 re-fitted with the copy path, and per cell the question as written or a copy option chosen with shrinkage; none of
 them calls a model at query time), then scored on the same test questions as the rest, which tune never reads.
-Which option each cell got is printed with the profile.
+Which option each cell got is printed with the profile. And ``tuned on dev, no selection check``: the same tuning with
+the selection check off (``babelrag tune --no-selection-check``), scored on the same test questions: what the check
+refused, and whether refusing it cost or saved anything on questions neither version read.
 """
 from __future__ import annotations
 
@@ -64,12 +66,16 @@ CONFIGS = {"vector": ("vector", {}), "default": ("default", {}),
            "default + pivot copies (rrf)": ("default", {"extra_paths": ["pivot_copies"], "merge": "rrf"})}
 BASE = "default"
 TUNED = "tuned on dev (as written or copies)"
+UNCHECKED = "tuned on dev, no selection check"
 Configs = dict[str, tuple[str, dict]]
 
 
 def score(kb: KnowledgeBase, rows: list, configs: Configs) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
-    """MRR@10 per row and search seconds per row, for each configuration (round-robin per question)."""
-    searchers = {name: Searcher(kb, preset_config(preset, overrides)) for name, (preset, overrides) in configs.items()}
+    """MRR@10 per row and search seconds per row, for each configuration (round-robin per question); a configuration
+    identical to an earlier one is searched once and reported under both names."""
+    first = {name: next(n for n, c in configs.items() if c == config) for name, config in configs.items()}
+    searchers = {name: Searcher(kb, preset_config(preset, overrides))
+                 for name, (preset, overrides) in configs.items() if first[name] == name}
     mrr, seconds = defaultdict(list), defaultdict(list)
     for row in rows:
         for name, searcher in searchers.items():
@@ -78,7 +84,7 @@ def score(kb: KnowledgeBase, rows: list, configs: Configs) -> tuple[dict[str, li
             result = searcher.search(row.as_question())
             seconds[name].append(time.perf_counter() - started)
             mrr[name].append(reciprocal_rank(result.evidence.doc_ids()[:10], row.gold_pages))
-    return mrr, seconds
+    return {name: mrr[first[name]] for name in configs}, {name: seconds[first[name]] for name in configs}
 
 
 class ProfessionalEnglish:
@@ -110,19 +116,29 @@ def where_gold(row) -> str:
 
 def tuned(kb: KnowledgeBase, golden: list, folder: Path) -> Configs:
     """The ``tuned`` configuration: ``babelrag tune`` on the KB's dev questions, with its copies in place (see the
-    module's docstring), its profile written to ``folder`` and shown; none when the KB has no dev question."""
-    profile, result, fell_back = tune_or_fall_back(kb, golden, TuneOptions(store_with_kb=False))
-    if fell_back:
-        console.print(f"{kb.name}: {fell_back}")
-    if result is None:  # tuned on nothing: not a configuration of its own
-        return {}
-    folder.mkdir(parents=True, exist_ok=True)
-    write_profile(profile, folder / f"{kb.name}.yaml")
-    console.print("\n".join(summary_lines(result)) + f"\nprofile: {folder / f'{kb.name}.yaml'}")
-    return {TUNED: ("tuned", {"profile": str(folder)})}
+    module's docstring), its profile written to ``folder`` and shown; none when the KB has no dev question. Beside it
+    the same tuning without the selection check, which shows what the check changed on questions it never read (where
+    the check judged no choice, the two profiles are one)."""
+    configs: Configs = {}
+    for name, check, where in ((TUNED, True, folder), (UNCHECKED, False, folder / "no-selection-check")):
+        profile, result, fell_back = tune_or_fall_back(kb, golden, TuneOptions(store_with_kb=False,
+                                                                               selection_check=check))
+        if fell_back:
+            console.print(f"{kb.name}: {fell_back}")
+        if result is None:  # tuned on nothing: not a configuration of its own
+            return {}
+        where.mkdir(parents=True, exist_ok=True)
+        write_profile(profile, where / f"{kb.name}.yaml")
+        console.print(f"[bold]{name}[/]\n" + "\n".join(summary_lines(result)) + f"\nprofile: {where / f'{kb.name}.yaml'}")
+        configs[name] = ("tuned", {"profile": str(where)})
+        rules = (profile.global_rule, *profile.kbs.values(), *profile.cells.values())
+        if check and not any(rule.selection_check for rule in rules):  # nothing judged: without the check, the same profile
+            configs[UNCHECKED] = configs[TUNED]
+            break
+    return configs
 
 
-VARIANTS = [name for name in CONFIGS if "pivot copies" in name] + [TUNED]
+VARIANTS = [name for name in CONFIGS if "pivot copies" in name] + [TUNED, UNCHECKED]
 
 
 def report(index: str, rows: list, mrr: dict[str, list[float]], seconds: dict[str, list[float]]) -> list[dict]:
@@ -142,6 +158,12 @@ def report(index: str, rows: list, mrr: dict[str, list[float]], seconds: dict[st
                         means["in Lq"] - means["elsewhere"], percentile(seconds[name], 50) * 1000])
     table(f"{layout}, {index}: {len(rows)} test rows, {len(set(clusters))} questions (p: sign-flip by question)",
           ["config", "MRR@10", "Δ vs default", "p", "gold in Lq", "n", "gold elsewhere", "n", "gap", "p50 ms"], summary)
+    if TUNED in mrr and UNCHECKED in mrr:
+        check = paired_test(mrr[UNCHECKED], mrr[TUNED], clusters=clusters)
+        changed = sum(a != b for a, b in zip(mrr[UNCHECKED], mrr[TUNED]))
+        p = "–" if check["p"] is None else format(check["p"], ".3f")
+        console.print(f"the selection check on test: tuned {check['delta']:+.4f} against tune without it (p {p}; "
+                      f"{changed} of {len(rows)} rows ranked differently)")
     cells = []
     for lang in sorted({r.lang for r in rows}):
         chosen = [i for i, r in enumerate(rows) if r.lang == lang]

@@ -3,6 +3,7 @@ kept out of the headline, bad golden sets refused, the tune → store → serve 
 page collapse."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -207,6 +208,9 @@ def test_tune_measures_the_pivot_copies_only_where_the_kb_has_them(tmp_path: Pat
         assert set(tune(kb, golden, options).options) == {"as_written"}
         make_pivot_copies(kb, ProfessionalTranslations(kb.collection.scroll()))
         measured = tune(kb, golden, options).options
+        unchecked = tune(kb, golden, replace(options, selection_check=False)).profile  # `tune --no-selection-check`
+    rules = (unchecked.global_rule, *unchecked.kbs.values(), *unchecked.cells.values())
+    assert unchecked.budget["selection_check"] is False and not any(rule.selection_check for rule in rules)
     assert set(measured) == {"as_written", "pivot_copies", "as_written+pivot_copies",  # free at query time
                              "as_written+pivot_copies:max"}
     assert all(m["llm_calls"] == 0 for m in measured.values())

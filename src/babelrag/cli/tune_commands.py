@@ -24,6 +24,9 @@ def tune(
                                                             "(by qid) into dev.")] = None,
     keep_model: Annotated[bool, typer.Option("--keep-model", help="Keep the current relevance model "
                                                                    "(the KB's, or the shipped default).")] = False,
+    selection_check: Annotated[bool, typer.Option(
+        help="Keep a choice beyond the simplest option only where, chosen on half the dev questions, it gains on the "
+             "other half (off: the one-standard-error rule alone, to measure the check).")] = True,
     out_file: Annotated[Optional[Path], typer.Option("--out", help="Also write the profile here (YAML).")] = None,
     llm: LlmOpt = None,
     store: StoreOpt = None,
@@ -38,7 +41,8 @@ def tune(
     if objective not in ("mrr", "recall@10"):
         raise ConfigError(f"--objective: expected mrr or recall@10, got '{shown(objective)}'")
     options = TuneOptions(objective=objective, max_llm_calls=max_llm_calls, max_docs=max_docs,  # type: ignore[arg-type]
-                          recall_loss=recall_loss, llm=llm, fit_model=not keep_model, dev_share=dev_share)
+                          recall_loss=recall_loss, llm=llm, fit_model=not keep_model, dev_share=dev_share,
+                          selection_check=selection_check)
     with KnowledgeBase.open(kb, store) as handle:
         result = run_tune(handle, load_golden(golden), options)
     if out_file:

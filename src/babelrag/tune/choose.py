@@ -131,11 +131,13 @@ def rule_choice(order: Sequence[str], value: Mapping[str, float], raw: Mapping[s
                 simplest_first: Callable[[str], Any], margin: Callable[[str, str], float]) -> str:
     """The one-standard-error rule: the option with the best ``value`` (any but the cheapest, ``order[0]``, only where
     its ``raw`` objective beats the cheapest's: a scope where translation never helped pays for no call) — unless a
-    simpler one (``simplest_first`` sorts) trails it by at most ``margin(leader, option)``: then the simplest such."""
+    simpler one (``simplest_first`` sorts) trails it by at most ``margin(leader, option)``: then the simplest such.
+    Options ``simplest_first`` ranks alike are taken best first: how they happen to be listed says nothing of which is
+    simpler (listed order made the copies alone "simpler" than the copies max-merged with the question)."""
     cheapest = order[0]
     eligible = [cheapest] + [o for o in order[1:] if raw[o] > raw[cheapest]]
     leader = max(eligible, key=lambda o: value[o])  # the first best: ties go to the cheaper
-    return next(o for o in sorted(eligible, key=simplest_first)
+    return next(o for o in sorted(eligible, key=lambda o: (simplest_first(o), -value[o]))
                 if o == leader or value[leader] - value[o] <= margin(leader, o))
 
 
@@ -173,10 +175,11 @@ def held_out_gain(rows: Sequence[DevRow], objective: Mapping[str, Mapping[str, f
 
 
 def choose(results: Mapping[str, Sequence[DevRow]], costs: Mapping[str, float], max_llm_calls: float,
-           cell_min: int = 10, prior: float = 10.0, budget: float = 0.005,
-           k: int = 10) -> tuple[CellRule, dict[str, CellRule], dict[str, CellRule]]:
+           cell_min: int = 10, prior: float = 10.0, budget: float = 0.005, k: int = 10,
+           selection_check: bool = True) -> tuple[CellRule, dict[str, CellRule], dict[str, CellRule]]:
     """The global rule, the rules per KB (country) and per cell, from each option's dev rows.
-    ``costs``: LLM calls per question each option was measured to make (over all dev questions)."""
+    ``costs``: LLM calls per question each option was measured to make (over all dev questions).
+    ``selection_check``: False leaves the one-standard-error rule alone, to measure what the check changes."""
     allowed = [o for o in results if costs[o] <= max_llm_calls + 1e-9] or ["as_written"]
     common = set.intersection(*({r.question for r in results[o]} for o in allowed))
     paired = {o: [r for r in results[o] if r.question in common] for o in allowed}
@@ -211,7 +214,7 @@ def choose(results: Mapping[str, Sequence[DevRow]], costs: Mapping[str, float], 
         value, own = {o: shrunk[o][scope] for o in allowed}, {o: raw[o][scope] for o in allowed}
         chosen = rule_choice(order, value, own, simplest_first, lambda leader, option: margin(scope, leader, option))
         baseline = rule_choice(order, value, own, simplest_first, lambda *_: float("inf"))  # what it falls back on
-        if chosen == baseline:
+        if chosen == baseline or not selection_check:
             return chosen, None
         gain = held_out_gain([r for r in reference if _within(r, scope)], objective, order, simplest_first, baseline)
         if gain > 0:

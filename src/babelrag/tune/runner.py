@@ -59,6 +59,7 @@ class TuneOptions:
     dev_share: float | None = None  # no split in the golden set: hash this share of questions into dev
     store_with_kb: bool = True  # False: leave the KB as it was (the bench keeps profiles in files)
     llm_per_cell: int | None = None  # options that call a model: measured on this many dev questions per cell
+    selection_check: bool = True  # False: the one-standard-error rule alone (what the check changes is measured so)
 
 
 @dataclass(frozen=True)
@@ -184,7 +185,7 @@ def tune(kb: KnowledgeBase, golden: Sequence[GoldenQuestion], options: TuneOptio
     costs = {o: sum(r.llm_calls for r in rows) / len(rows) for o, rows in results.items() if rows}
     results = {o: rows for o, rows in results.items() if rows}
     global_rule, kbs, cells = choose(results, costs, options.max_llm_calls, options.cell_min, options.prior,
-                                     options.recall_loss, options.max_docs or 10)
+                                     options.recall_loss, options.max_docs or 10, options.selection_check)
     if options.max_docs:
         for rule in (global_rule, *kbs.values(), *cells.values()):
             rule.k = options.max_docs
@@ -196,6 +197,7 @@ def tune(kb: KnowledgeBase, golden: Sequence[GoldenQuestion], options: TuneOptio
         "options": {o: OPTIONS[o] for o in results},
         "budget": {"max_llm_calls": options.max_llm_calls, "max_docs": options.max_docs,
                    "recall_loss": options.recall_loss, "cell_min": options.cell_min, "prior": options.prior,
+                   "selection_check": options.selection_check,
                    "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S")},
         "tuned_on": sorted({question_hash(q.question) for q in dev})})
     if options.store_with_kb:
