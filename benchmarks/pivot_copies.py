@@ -118,7 +118,7 @@ def tuned(kb: KnowledgeBase, golden: list, folder: Path) -> Configs:
     """The ``tuned`` configuration: ``babelrag tune`` on the KB's dev questions, with its copies in place (see the
     module's docstring), its profile written to ``folder`` and shown; none when the KB has no dev question. Beside it
     the same tuning without the selection check, which shows what the check changed on questions it never read (where
-    the check judged no choice, the two profiles are one)."""
+    the check judged no choice, the two profiles are one: said so, and not scored twice)."""
     configs: Configs = {}
     for name, check, where in ((TUNED, True, folder), (UNCHECKED, False, folder / "no-selection-check")):
         profile, result, fell_back = tune_or_fall_back(kb, golden, TuneOptions(store_with_kb=False,
@@ -133,7 +133,8 @@ def tuned(kb: KnowledgeBase, golden: list, folder: Path) -> Configs:
         configs[name] = ("tuned", {"profile": str(where)})
         rules = (profile.global_rule, *profile.kbs.values(), *profile.cells.values())
         if check and not any(rule.selection_check for rule in rules):  # nothing judged: without the check, the same profile
-            configs[UNCHECKED] = configs[TUNED]
+            console.print(f"{kb.name}: the selection check judged no rule, so tune without it makes this same profile "
+                          "(not tuned or scored again)")
             break
     return configs
 
@@ -163,7 +164,7 @@ def report(index: str, rows: list, mrr: dict[str, list[float]], seconds: dict[st
         changed = sum(a != b for a, b in zip(mrr[UNCHECKED], mrr[TUNED]))
         p = "–" if check["p"] is None else format(check["p"], ".3f")
         console.print(f"the selection check on test: tuned {check['delta']:+.4f} against tune without it (p {p}; "
-                      f"{changed} of {len(rows)} rows ranked differently)")
+                      f"{changed} of {len(rows)} rows scored differently)")
     cells = []
     for lang in sorted({r.lang for r in rows}):
         chosen = [i for i, r in enumerate(rows) if r.lang == lang]

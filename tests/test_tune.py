@@ -198,19 +198,61 @@ def test_tune_fits_stores_and_serves_the_profile(tmp_path: Path, small_xquad: li
         assert 0.0 <= result.evidence.hits[0].score <= 1.0
 
 
+
+@pytest.mark.parametrize(("flags", "checked"), [((), True), (("--no-selection-check",), False),
+                                                 (("--selection-check",), True)])
+def test_the_cli_hands_the_selection_check_setting_to_tune(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                           flags: tuple[str, ...], checked: bool) -> None:
+    """`babelrag tune --no-selection-check` reaches the options tune chooses with (the KB, the golden set and tune
+    itself stood in for: only the wiring is under test)."""
+    import contextlib
+
+    from typer.testing import CliRunner
+
+    import babelrag.evaluate.golden
+    import babelrag.tune.runner
+    from babelrag.cli import app
+
+    class Reached(Exception):
+        pass
+    seen: list[TuneOptions] = []
+
+    def stand_in(kb: object, golden: object, options: TuneOptions) -> None:
+        seen.append(options)
+        raise Reached
+
+    monkeypatch.setattr(babelrag.tune.runner, "tune", stand_in)
+    monkeypatch.setattr(babelrag.evaluate.golden, "load_golden", lambda path: [])
+    monkeypatch.setattr(KnowledgeBase, "open", lambda *args, **kwargs: contextlib.nullcontext(None))
+    result = CliRunner().invoke(app, ["tune", "--kb", "demo", "--golden", str(tmp_path / "g.jsonl"), *flags])
+    assert isinstance(result.exception, Reached), result.output
+    assert [options.selection_check for options in seen] == [checked]
+
 @pytest.mark.slow
-def test_tune_measures_the_pivot_copies_only_where_the_kb_has_them(tmp_path: Path, small_xquad: list[Path]) -> None:
+def test_tune_measures_the_pivot_copies_only_where_the_kb_has_them(tmp_path: Path, small_xquad: list[Path],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import babelrag.tune.runner
+
     store = str(tmp_path / "store")
     index_sources("xc", [str(p) for p in small_xquad], store)
     golden = golden_for(small_xquad, "xc")
     options = TuneOptions(cell_min=20, fit_model=False, store_with_kb=False)
+    checks: list[bool] = []  # what each tuning asked the choice for
+
+    def spy(*args, **kwargs):
+        checks.append(kwargs["selection_check"])
+        return choose(*args, **kwargs)
+    monkeypatch.setattr(babelrag.tune.runner, "choose", spy)
     with KnowledgeBase.open("xc", store) as kb:
         assert set(tune(kb, golden, options).options) == {"as_written"}
         make_pivot_copies(kb, ProfessionalTranslations(kb.collection.scroll()))
-        measured = tune(kb, golden, options).options
-        unchecked = tune(kb, golden, replace(options, selection_check=False)).profile  # `tune --no-selection-check`
-    rules = (unchecked.global_rule, *unchecked.kbs.values(), *unchecked.cells.values())
-    assert unchecked.budget["selection_check"] is False and not any(rule.selection_check for rule in rules)
+        checked = tune(kb, golden, options).profile
+        unchecked = tune(kb, golden, replace(options, selection_check=False))  # `tune --no-selection-check`
+    measured = unchecked.options
+    assert checks == [True, True, False]
+    assert checked.budget["selection_check"] is True and unchecked.profile.budget["selection_check"] is False
+    rules = (unchecked.profile.global_rule, *unchecked.profile.kbs.values(), *unchecked.profile.cells.values())
+    assert not any(rule.selection_check for rule in rules)
     assert set(measured) == {"as_written", "pivot_copies", "as_written+pivot_copies",  # free at query time
                              "as_written+pivot_copies:max"}
     assert all(m["llm_calls"] == 0 for m in measured.values())

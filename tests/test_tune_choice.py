@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from babelrag.strategies.tuned import SelectionCheck
+from babelrag.strategies.tuned import OPTIONS, SelectionCheck
 from babelrag.tune.choose import DevRow, choose, held_out_gain, shrunk_objectives
 
 from conftest import dev_rows
@@ -221,18 +221,57 @@ def test_a_refused_choice_falls_back_on_the_parent_scope_s_option_when_it_costs_
     assert cells["SE|sv"].selection_check.refused == rank_fused
 
 
-def test_options_equally_simple_are_taken_best_first_not_in_listed_order() -> None:
+def _copy_rows(gains: list[float]) -> list[DevRow]:
+    """Dev rows of one German question each, at 0.5 moved by its gain."""
+    return [DevRow(f"q{i}", None, "de", 0.5 + gain, 0.0,
+                   {"id": f"q{i}", "tags": {"qid": f"q{i}"}, "evidence": [{"doc_id": "g", "score": 0.9}],
+                    "gold_pages": ["g"]}) for i, gain in enumerate(gains)]
+
+
+@pytest.mark.parametrize("leading", ["pivot_copies", "as_written+pivot_copies:max"])
+def test_options_equally_simple_are_taken_best_first_not_in_listed_order(leading: str) -> None:
     """The copies alone and the copies max-merged with the question cost the same and neither is the question as
-    written: the rule has no reason to call either simpler, so within one error of each other it takes the better
-    (listed order once took the copies alone: measured on the scattered KB with the 1.5B model's copies, the
-    max-merged ones led on dev by 0.007 and on test by 0.021)."""
-    def dev(gains: list[float]) -> list[DevRow]:
-        return [DevRow(f"q{i}", None, "de", 0.5 + gain, 0.0,
-                       {"id": f"q{i}", "tags": {"qid": f"q{i}"}, "evidence": [{"doc_id": "g", "score": 0.9}],
-                        "gold_pages": ["g"]}) for i, gain in enumerate(gains)]
-    copies, merged = "pivot_copies", "as_written+pivot_copies:max"
-    results = {"as_written": dev([0.0] * 30), copies: dev([0.0, 0.18] * 15), merged: dev([0.1] * 30)}
+    written: the rule has no reason to call either simpler, so within one error of each other it takes the better,
+    whichever is listed first (listed order once took the copies alone: measured on the scattered KB with the 1.5B
+    model's copies, the max-merged ones led on dev by 0.007 and on test by 0.021)."""
+    trailing = next(o for o in ("pivot_copies", "as_written+pivot_copies:max") if o != leading)
+    results = {"as_written": _copy_rows([0.0] * 30), "pivot_copies": [], "as_written+pivot_copies:max": []}
+    results[trailing], results[leading] = _copy_rows([0.0, 0.18] * 15), _copy_rows([0.1] * 30)
     costs = dict.fromkeys(results, 0.0)
-    # merged leads copies by 0.01 within its error (0.017), and the question as written by 0.1 with none
+    # the leader is 0.01 ahead of the other within its error (0.017), and 0.1 ahead of the question as written
     global_rule, _, _ = choose(results, costs, 0.0)
-    assert global_rule.option == merged and global_rule.selection_check.over == "as_written"
+    assert global_rule.option == leading and global_rule.selection_check.over == "as_written"
+
+
+def test_an_exact_tie_between_options_equally_simple_goes_to_the_one_declared_first() -> None:
+    """Equal in cost and in every dev value, the copies alone (one path, declared first in ``OPTIONS``) win over the
+    copies max-merged with the question, however the results happen to be ordered."""
+    copies, merged = "pivot_copies", "as_written+pivot_copies:max"
+    assert list(OPTIONS).index(copies) < list(OPTIONS).index(merged)
+    for results in ({"as_written": _copy_rows([0.0] * 30), merged: _copy_rows([0.1] * 30),
+                     copies: _copy_rows([0.1] * 30)},
+                    {copies: _copy_rows([0.1] * 30), "as_written": _copy_rows([0.0] * 30),
+                     merged: _copy_rows([0.1] * 30)}):
+        global_rule, _, _ = choose(results, dict.fromkeys(results, 0.0), 0.0)
+        assert global_rule.option == copies
+
+
+@pytest.mark.parametrize("checked", [True, False])
+def test_the_summary_says_what_the_check_found_and_when_it_was_off(checked: bool) -> None:
+    """A rule the check judged shows its held-out gain and what it refused; with `tune --no-selection-check` every rule
+    reads "off", not "–" (which says the rule took the simplest option and needed no check)."""
+    from babelrag.relevance.model import default_model
+    from babelrag.strategies.tuned import CellRule, Profile
+    from babelrag.tune.runner import TuneResult, summary_lines
+
+    judged = CellRule(option="as_written", n_dev=30, selection_check=SelectionCheck(
+        held_out_gain=-0.01, over="as_written", refused="as_written+pivot")) if checked else \
+        CellRule(option="as_written+pivot", n_dev=30)
+    profile = Profile(kb="demo", embedder="e5", global_rule=judged, kbs={"SE": CellRule(option="as_written", n_dev=30)},
+                      budget={"selection_check": checked})
+    rows = [line for line in summary_lines(TuneResult(profile, default_model(), {}, 30, 30)) if line.startswith("| ")]
+    checks = [row.rstrip(" |").rsplit("| ", 1)[1] for row in rows[1:]]
+    if checked:
+        assert checks == ["refused as_written+pivot: -0.010 over as_written on held-out halves", "–"]
+    else:
+        assert checks == ["off", "off"]

@@ -34,7 +34,8 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "as_written+hyde": {"strategy": "as_written", "extra_paths": ["hyde"]},
     "kb_languages": {"strategy": "kb_languages", "extra_paths": []},
     "delta": {"strategy": "delta", "extra_paths": []},
-    # over the pivot copies made at ingest (`babelrag pivot-copies`): offered only on a KB that has them; beside
+    # over the pivot copies made at ingest (`babelrag pivot-copies`): offered only on a KB that has them (the copies
+    # alone first: options tied exactly in cost and dev value go to the one listed first, here one path); beside
     # the question rank-fused, as the `pivot-copies-rrf` preset (RRF totals have no fixed meaning: no τ), or
     # max-merged, as the `pivot-copies` preset (the copy path scored as P(relevant) by weights of its own: τ applies)
     "pivot_copies": {"strategy": "pivot_copies", "extra_paths": []},

@@ -133,7 +133,8 @@ def rule_choice(order: Sequence[str], value: Mapping[str, float], raw: Mapping[s
     its ``raw`` objective beats the cheapest's: a scope where translation never helped pays for no call) — unless a
     simpler one (``simplest_first`` sorts) trails it by at most ``margin(leader, option)``: then the simplest such.
     Options ``simplest_first`` ranks alike are taken best first: how they happen to be listed says nothing of which is
-    simpler (listed order made the copies alone "simpler" than the copies max-merged with the question)."""
+    simpler (listed order made the copies alone "simpler" than the copies max-merged with the question). Only an
+    exact tie in both keeps ``order``'s order (``choose`` declares it: cost, then ``OPTIONS``' order)."""
     cheapest = order[0]
     eligible = [cheapest] + [o for o in order[1:] if raw[o] > raw[cheapest]]
     leader = max(eligible, key=lambda o: value[o])  # the first best: ties go to the cheaper
@@ -185,7 +186,8 @@ def choose(results: Mapping[str, Sequence[DevRow]], costs: Mapping[str, float], 
     paired = {o: [r for r in results[o] if r.question in common] for o in allowed}
     shrunk = {o: shrunk_objectives(paired[o], prior) for o in allowed}
     raw = {o: shrunk_objectives(paired[o], 0.0) for o in allowed}
-    order = sorted(allowed, key=lambda o: (costs[o], o != "as_written"))  # cheaper first: ties go to it
+    declared = {option: i for i, option in enumerate(OPTIONS)}  # an exact tie's last word, whatever the dict order
+    order = sorted(allowed, key=lambda o: (costs[o], o != "as_written", declared.get(o, len(declared))))
     reference = paired[allowed[0]]
     objective = {o: {r.question: r.objective for r in paired[o]} for o in allowed}
 

@@ -185,7 +185,8 @@ def tune(kb: KnowledgeBase, golden: Sequence[GoldenQuestion], options: TuneOptio
     costs = {o: sum(r.llm_calls for r in rows) / len(rows) for o, rows in results.items() if rows}
     results = {o: rows for o, rows in results.items() if rows}
     global_rule, kbs, cells = choose(results, costs, options.max_llm_calls, options.cell_min, options.prior,
-                                     options.recall_loss, options.max_docs or 10, options.selection_check)
+                                     options.recall_loss, options.max_docs or 10,
+                                     selection_check=options.selection_check)
     if options.max_docs:
         for rule in (global_rule, *kbs.values(), *cells.values()):
             rule.k = options.max_docs
@@ -243,17 +244,19 @@ def summary_lines(result: TuneResult) -> list[str]:
              ", ".join(f"{o} {m[profile.objective]:.3f} / {m['llm_calls']:.2f}" for o, m in result.options.items()), "",
              "| rule | option | τ | k | dev questions | from | selection check |", "|---|---|---|---|---|---|---|"]
     rules = [("global", profile.global_rule), *sorted(profile.kbs.items()), *sorted(profile.cells.items())]
+    checked = profile.budget.get("selection_check", True)
     for key, rule in rules:
         lines.append(f"| {key.replace(ANY, 'no country')} | {rule.option} | "
                      f"{'–' if rule.threshold is None else f'{rule.threshold:.4f}'} | {rule.k or '–'} | {rule.n_dev} | "
-                     f"{rule.source} | {_check(rule)} |")
+                     f"{rule.source} | {_check(rule, checked)} |")
     return lines
 
 
-def _check(rule: CellRule) -> str:
-    """What choosing on half the dev questions gained on the other half (``choose.held_out_gain``)."""
+def _check(rule: CellRule, checked: bool) -> str:
+    """What choosing on half the dev questions gained on the other half (``choose.held_out_gain``); "off" where
+    ``tune --no-selection-check`` left every choice unchecked."""
     check = rule.selection_check
     if check is None:
-        return "–"
+        return "–" if checked else "off"
     gain = f"{check.held_out_gain:+.3f} over {check.over} on held-out halves"
     return f"refused {check.refused}: {gain}" if check.refused else gain
