@@ -235,16 +235,19 @@ def main() -> None:
     parser.add_argument("--llm", default="qwen2.5-coder-0.5b")
     parser.add_argument("--translator", default="llm", help="llm | mt:PATH | professional")
     parser.add_argument("--lang", default="en")
+    parser.add_argument("--seed", type=int, default=13, help="deals the layouts (as `bench --seed`); the dev/test "
+                                                            "split is by article either way")
     parser.add_argument("--out", type=Path, default=Path(bench_store()).parent / "pivot-copies")
     args = parser.parse_args()
+    sample = ("quick" if args.quick else "full") + ("" if args.seed == 13 else f"-seed{args.seed}")
     need_data()
     os.environ.setdefault("BABELRAG_EMBED_CACHE", "1")
     store = bench_store()
-    data = build_data(DATA, args.out / ("quick" if args.quick else "full"), args.quick, 13, args.datasets.split(","))
+    data = build_data(DATA, args.out / sample, args.quick, args.seed, args.datasets.split(","))
     ensure_indexes(data.indexes, store)
     translator = translator_for(args)
     cells: list[dict] = []
-    profiles = args.out / "tuned-profiles" / ("quick" if args.quick else "full")
+    profiles = args.out / "tuned-profiles" / sample
     paths: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {"passages": ([], []), "pivot_copies": ([], [])}
     for index in data.indexes:
         rows = [q for q in data.golden if q.index == index and q.tags.get("split") == REPORTED]
@@ -264,7 +267,7 @@ def main() -> None:
           [[c["layout"], c["lang"], c["variant"], c["n"], c["base"], c["with"], f"{c['with'] - c['base']:+.3f}",
             c["p_adj"] if c["p_adj"] is not None else "–"] for c in cells])
     args.out.mkdir(parents=True, exist_ok=True)
-    drawn = args.out / f"pivot_copies-{translator.name.replace(':', '_').replace('/', '_')}.png"
+    drawn = args.out / f"pivot_copies-{sample}-{translator.name.replace(':', '_').replace('/', '_')}.png"
     picture(cells, drawn)
     console.print(f"picture: {drawn}")
     reliability_report(paths)
