@@ -239,7 +239,9 @@ def main() -> None:
                                                             "split is by article either way")
     parser.add_argument("--out", type=Path, default=Path(bench_store()).parent / "pivot-copies")
     args = parser.parse_args()
-    sample = ("quick" if args.quick else "full") + ("" if args.seed == 13 else f"-seed{args.seed}")
+    # the default seed's outputs keep their folder; another seed's layouts are other KBs, kept apart
+    dealt = "" if args.seed == parser.get_default("seed") else f"-seed{args.seed}"
+    sample = ("quick" if args.quick else "full") + dealt
     need_data()
     os.environ.setdefault("BABELRAG_EMBED_CACHE", "1")
     store = bench_store()
