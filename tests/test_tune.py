@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from babelrag.config import preset_config
 from babelrag.errors import ConfigError, IndexMismatch, InputError
@@ -155,6 +156,9 @@ def test_the_bench_gives_an_index_without_dev_questions_a_profile_tuned_on_nothi
     only_test = [q.model_copy(update={"tags": {**q.tags, "split": "test"}}) for q in golden_for(small_xquad, "xt")]
     notes = fit_profiles(only_test, ["xt"], tuned_kb, tmp_path, {str(tmp_path / "no-llm")}, None, 1)
     assert len(notes) == 1 and "no dev question in this sample" in notes[0]
+    written = yaml.safe_load((tmp_path / "no-llm" / "xt.yaml").read_text())  # says what it was tuned within, on what
+    assert written["budget"]["max_llm_calls"] == 0.0 and written["budget"]["dev_questions"] == 0
+    assert written["budget"]["selection_check"] is True and written["tuned_on"] == []
     with KnowledgeBase.open("xt", tuned_kb) as kb:  # a quick bench's pooled sample: its tuned steps still run
         result = Searcher(kb, preset_config("tuned", {"profile": str(tmp_path / "no-llm")})).search(
             Question("Wer hat den Super Bowl 50 gewonnen?", lang="de"))

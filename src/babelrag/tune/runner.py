@@ -150,6 +150,14 @@ def _measure(kb: KnowledgeBase, option: str, questions: Sequence[GoldenQuestion]
     return rows
 
 
+def _budget(options: TuneOptions) -> dict[str, Any]:
+    """What the profile was tuned within, kept with it (also by a profile tuned on nothing, which the bench still
+    reports beside its settings)."""
+    return {"max_llm_calls": options.max_llm_calls, "max_docs": options.max_docs, "recall_loss": options.recall_loss,
+            "cell_min": options.cell_min, "prior": options.prior, "selection_check": options.selection_check,
+            "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+
+
 def tune(kb: KnowledgeBase, golden: Sequence[GoldenQuestion], options: TuneOptions = TuneOptions()) -> TuneResult:
     """Fits, measures and chooses; stores the model and profile with the KB at the very end (the KB is
     not touched before: measuring reads profiles from a scratch folder)."""
@@ -196,10 +204,7 @@ def tune(kb: KnowledgeBase, golden: Sequence[GoldenQuestion], options: TuneOptio
     profile = profile.model_copy(update={
         "relevance": {**describe(model, ("variant",)), "selection": fitted}, "objective": options.objective,
         "options": {o: OPTIONS[o] for o in results},
-        "budget": {"max_llm_calls": options.max_llm_calls, "max_docs": options.max_docs,
-                   "recall_loss": options.recall_loss, "cell_min": options.cell_min, "prior": options.prior,
-                   "selection_check": options.selection_check,
-                   "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S")},
+        "budget": _budget(options),
         "tuned_on": sorted({question_hash(q.question) for q in dev})})
     if options.store_with_kb:
         kb.update_manifest(profile=profile.model_dump(mode="json"), relevance=describe(model, ("variant",)))
@@ -221,7 +226,8 @@ def tune_or_fall_back(kb: KnowledgeBase, golden: Sequence[GoldenQuestion],
         result = tune(kb, golden, replace(options, fit_model=False, min_dev=1))
         return result.profile, result, f"{error}; tuned with the shipped relevance model instead"
     except NoDevQuestions:
-        return (_profile(kb, default_model(), "as_written", {}), None,
+        untuned = _profile(kb, default_model(), "as_written", {})
+        return (untuned.model_copy(update={"budget": {**_budget(options), "dev_questions": 0}}), None,
                 "no dev question in this sample; its tuned profile is tuned on nothing (the shipped model, the "
                 "question as written)")
 
