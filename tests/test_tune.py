@@ -193,6 +193,8 @@ def test_tune_fits_stores_and_serves_the_profile(tmp_path: Path, small_xquad: li
         assert {key.split("|")[1] for key in stored["cells"]} <= set(XQUAD_LANGS)
         # every dev question it chose on is remembered, so eval keeps them out of its headline
         assert set(stored["tuned_on"]) == {question_hash(q.question) for q in golden if q.tags["split"] == "dev"}
+        assert stored["budget"]["dev_questions"] == result.questions == len(
+            {q.tags["qid"] for q in golden if q.tags["split"] == "dev"})  # a question and its translations once
     with KnowledgeBase.open("xt", tuned_kb) as kb:  # stored: a new process finds it
         name = kb.manifest.relevance["name"]
         assert name == ("default" if result.fit["variant"] == "shipped" else "xt-tuned")

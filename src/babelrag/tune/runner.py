@@ -150,12 +150,12 @@ def _measure(kb: KnowledgeBase, option: str, questions: Sequence[GoldenQuestion]
     return rows
 
 
-def _budget(options: TuneOptions) -> dict[str, Any]:
-    """What the profile was tuned within, kept with it (also by a profile tuned on nothing, which the bench still
-    reports beside its settings)."""
+def _budget(options: TuneOptions, dev_questions: int) -> dict[str, Any]:
+    """What the profile was tuned within and on how many dev questions (a question and its translations once), kept
+    with it — also by a profile tuned on nothing (0), which the bench still runs beside the tuned ones."""
     return {"max_llm_calls": options.max_llm_calls, "max_docs": options.max_docs, "recall_loss": options.recall_loss,
             "cell_min": options.cell_min, "prior": options.prior, "selection_check": options.selection_check,
-            "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            "dev_questions": dev_questions, "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
 
 
 def tune(kb: KnowledgeBase, golden: Sequence[GoldenQuestion], options: TuneOptions = TuneOptions()) -> TuneResult:
@@ -204,7 +204,7 @@ def tune(kb: KnowledgeBase, golden: Sequence[GoldenQuestion], options: TuneOptio
     profile = profile.model_copy(update={
         "relevance": {**describe(model, ("variant",)), "selection": fitted}, "objective": options.objective,
         "options": {o: OPTIONS[o] for o in results},
-        "budget": _budget(options),
+        "budget": _budget(options, asked),
         "tuned_on": sorted({question_hash(q.question) for q in dev})})
     if options.store_with_kb:
         kb.update_manifest(profile=profile.model_dump(mode="json"), relevance=describe(model, ("variant",)))
@@ -227,7 +227,7 @@ def tune_or_fall_back(kb: KnowledgeBase, golden: Sequence[GoldenQuestion],
         return result.profile, result, f"{error}; tuned with the shipped relevance model instead"
     except NoDevQuestions:
         untuned = _profile(kb, default_model(), "as_written", {})
-        return (untuned.model_copy(update={"budget": {**_budget(options), "dev_questions": 0}}), None,
+        return (untuned.model_copy(update={"budget": _budget(options, 0)}), None,
                 "no dev question in this sample; its tuned profile is tuned on nothing (the shipped model, the "
                 "question as written)")
 
