@@ -67,6 +67,38 @@ def test_the_listwise_weights_are_the_conditional_logit_optimum() -> None:
     assert found[0] > 0.5 and found[1] < -0.3  # the order the labels were drawn from
 
 
+def test_weights_shrunk_toward_another_models_are_that_objective_optimum_and_keep_its_order_when_held_tight() -> None:
+    """``anchor``: the penalty is the distance to the anchor's weights, not to zero (checked against the objective
+    minimised without our gradient), and a fit held tight to another model (its weights re-expressed on this fit's
+    standardisation) ranks every candidate as that model does: the two logits differ by one constant."""
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=(200, 2))
+    paths = np.repeat(np.arange(20), 10)
+    labels = np.zeros(200)
+    for number in range(20):
+        mine = np.flatnonzero(paths == number)
+        labels[mine[np.argmax(x[mine] @ [1.0, 0.5] + rng.gumbel(size=10))]] = 1.0
+    anchor = np.array([-1.0, 2.0])
+
+    def objective(w: np.ndarray) -> float:
+        total = sum(-np.log(np.exp(x[paths == n] @ w)[labels[paths == n] > 0].sum() / np.exp(x[paths == n] @ w).sum())
+                    for n in range(20))
+        return (total + 0.5 * (w - anchor) @ (w - anchor) / 0.5) / 20
+
+    expected = minimize(objective, np.zeros(2), method="Nelder-Mead", options={"xatol": 1e-7, "fatol": 1e-10}).x
+    assert listwise_weights(x, labels, paths, c=0.5, anchor=anchor) == pytest.approx(expected, abs=2e-3)
+    rows, labels, path = _paths(np.random.default_rng(9), 200, 8)
+    features = ("dense_z", "coverage")
+    other = fit(*_paths(np.random.default_rng(10), 200, 8), {"name": "other"}, features=features)
+    other = replace(other, coef=np.array([0.2, -1.5]))  # mostly coverage: not the order the rows were drawn from
+    held = fit(rows, labels, path, {}, c=1e-6, features=features, anchor=other)
+    assert np.ptp(held.logits(rows) - other.logits(rows)) < 5e-3 and held.meta["anchored_on"] == "other"
+    free = fit(rows, labels, path, {}, features=features)
+    assert np.ptp(free.logits(rows) - other.logits(rows)) > 1.0  # unanchored, the rows' own order
+    with pytest.raises(ConfigError, match="same features"):
+        fit(rows, labels, path, {}, features=("dense_z",), anchor=other)
+
+
 def test_paths_without_both_kinds_of_candidate_cannot_be_fitted() -> None:
     with pytest.raises(ConfigError, match="relevant and an irrelevant"):
         listwise_weights(np.ones((4, 1)), np.array([1.0, 1.0, 0.0, 0.0]), np.array([0, 0, 1, 1]), c=1.0)

@@ -24,11 +24,13 @@ MIN_OWN_PATHS = 30  # paths with a relevant and another candidate needed to fit 
 
 
 def fit(rows: np.ndarray, labels: np.ndarray, paths: np.ndarray, meta: Mapping[str, Any], c: float = 1.0,
-        features: Sequence[str] = FEATURES) -> RelevanceModel:
+        features: Sequence[str] = FEATURES, anchor: RelevanceModel | None = None) -> RelevanceModel:
     """Standardise ``features`` (rows hold all ``FEATURES``), fit the weights to rank each path's candidates
     (``listwise.py``; ``paths``: each row's path, ``c``: inverse regularisation strength) on every path but
     the pivot-copy ones, which get weights of their own when there are ``MIN_OWN_PATHS`` of them to rank (a copy's
-    features depend on its translator), then calibrate every kind of path on all the rows (``recalibrate``)."""
+    features depend on its translator), then calibrate every kind of path on all the rows (``recalibrate``).
+    ``anchor``: a model of the same features whose shared weights the fit shrinks toward instead of toward zero
+    (``anchor_weights``), so a few dev questions refit it only where they are clear."""
     if len(rows) == 0 or labels.min() == labels.max():
         raise ConfigError("relevance model: the training candidates need both relevant and irrelevant passages")
     chosen = rows[:, [FEATURES.index(name) for name in features]]
@@ -36,16 +38,26 @@ def fit(rows: np.ndarray, labels: np.ndarray, paths: np.ndarray, meta: Mapping[s
     scale[scale == 0] = 1.0
     standardised = (chosen - mean) / scale
     own = rows[:, FEATURES.index(PIVOT_COPY)] == 0
-    coef = listwise_weights(standardised[own], labels[own], paths[own], c)
+    prior = None if anchor is None else anchor_weights(anchor, tuple(features), scale)
+    coef = listwise_weights(standardised[own], labels[own], paths[own], c, prior)
     copies = ~own
     kind_coef = ({OWN_WEIGHTS: listwise_weights(standardised[copies], labels[copies], paths[copies], c)}
                  if rankable_paths(labels[copies], paths[copies]) >= MIN_OWN_PATHS else {})
     model = RelevanceModel(tuple(features), mean, scale, coef, 0.0,
                            {**meta, "candidates": int(len(rows)), "relevant": int(labels.sum()), "C": c,
                             "objective": "listwise (conditional logit per path)",
+                            **({"anchored_on": anchor.meta.get("name", "a model")} if anchor is not None else {}),
                             "fitted_at": datetime.now(UTC).isoformat(timespec="seconds"),
                             "scikit-learn": version("scikit-learn")}, kind_coef=kind_coef)
     return recalibrate(model, rows, labels, paths)
+
+
+def anchor_weights(anchor: RelevanceModel, features: tuple[str, ...], scale: np.ndarray) -> np.ndarray:
+    """``anchor``'s shared weights re-expressed on a fit's standardisation (``scale``: that fit's, per feature): the
+    same logit up to a constant per path, which the ranking ignores."""
+    if anchor.features != features:
+        raise ConfigError("relevance model: a fit shrinks toward a model of the same features only")
+    return anchor.coef / anchor.scale * scale
 
 
 def rankable_paths(labels: np.ndarray, paths: np.ndarray) -> int:

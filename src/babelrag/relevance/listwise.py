@@ -20,10 +20,13 @@ from babelrag.errors import ConfigError
 
 MAX_ITERATIONS = 3000  # the problem is strongly convex (L2): reaching this means something is wrong
 
-def listwise_weights(standardised: np.ndarray, labels: np.ndarray, paths: np.ndarray, c: float) -> np.ndarray:
-    """The weights maximising Σ over paths of log P(a gold candidate first), minus ``|w|² / 2c`` (``c`` as
-    scikit-learn's ``C``: larger is weaker regularisation). ``paths``: each row's path (any ids). Paths
-    without both a gold and another candidate carry no information about the order and are left out."""
+def listwise_weights(standardised: np.ndarray, labels: np.ndarray, paths: np.ndarray, c: float,
+                     anchor: np.ndarray | None = None) -> np.ndarray:
+    """The weights maximising Σ over paths of log P(a gold candidate first), minus ``|w − anchor|² / 2c`` (``c`` as
+    scikit-learn's ``C``: larger is weaker regularisation; ``anchor``: the weights to shrink toward, zero unless
+    given — another model's, so that a few paths move it only as far as they can vouch for). ``paths``: each row's
+    path (any ids). Paths without both a gold and another candidate carry no information about the order and are
+    left out."""
     _, path_of = np.unique(paths, return_inverse=True)
     gold = labels > 0
     has_gold = np.bincount(path_of, weights=gold) > 0
@@ -43,16 +46,21 @@ def listwise_weights(standardised: np.ndarray, labels: np.ndarray, paths: np.nda
         total = np.add.reduceat(shifted, starts)
         return top + np.log(total), shifted / total[member]
 
+    prior = np.zeros(rows.shape[1]) if anchor is None else np.asarray(anchor, dtype=np.float64)
+    if prior.shape != (rows.shape[1],) or not np.all(np.isfinite(prior)):
+        raise ConfigError("relevance model: the weights to shrink toward need one finite value per feature")
+
     def loss(weights: np.ndarray) -> tuple[float, np.ndarray]:
         scores = rows @ weights
         every, share = log_sum_exp(scores)
         # the gold candidates' own log-sum-exp, shifted by their own best: never log(0) however far below they sit
         found, gold_share = log_sum_exp(np.where(is_gold, scores, -np.inf))
         pull = gold_share - share  # d/dw log P(gold first) = E[x | gold, softmax] − E[x | softmax]
-        value = -float(np.sum(found - every)) + 0.5 * float(weights @ weights) / c
-        return value / len(starts), (weights / c - rows.T @ pull) / len(starts)  # per path: better conditioned
+        shrunk = weights - prior
+        value = -float(np.sum(found - every)) + 0.5 * float(shrunk @ shrunk) / c
+        return value / len(starts), (shrunk / c - rows.T @ pull) / len(starts)  # per path: better conditioned
 
-    fitted = minimize(loss, np.zeros(rows.shape[1]), jac=True, method="L-BFGS-B", options={"maxiter": MAX_ITERATIONS})
+    fitted = minimize(loss, prior.copy(), jac=True, method="L-BFGS-B", options={"maxiter": MAX_ITERATIONS})
     if fitted.status == 1:  # stopped by the budget, not at an optimum: weights that would be used as if fitted
         raise ConfigError(f"relevance model: the ranking fit did not converge in {MAX_ITERATIONS} iterations")
     if not np.all(np.isfinite(fitted.x)) or not np.isfinite(fitted.fun):
