@@ -156,9 +156,11 @@ def fit_profiles(golden: list[GoldenQuestion], indexes: list[str], store: str, f
                 continue
             options = TuneOptions(max_llm_calls=budget, llm=llm, store_with_kb=False, llm_per_cell=llm_per_cell)
             with KnowledgeBase.open(index, store) as kb:
-                profile, _, fell_back = tune_or_fall_back(kb, golden, options)
+                profile, result, fell_back = tune_or_fall_back(kb, golden, options)
             if fell_back:
                 notes.append(f"{index} ({variant}): {fell_back}")
+            if result is not None and "refit" in result.fit:
+                notes.append(f"{index} ({variant}): the shipped relevance model kept, a refit {result.fit['refit']}")
             write_profile(profile, target)
     return notes
 

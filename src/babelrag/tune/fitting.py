@@ -33,7 +33,7 @@ FOLDS = 5
 SIMPLEST_FIRST = ("shipped", "hybrid", "full")
 # dev questions (a question and its translations once) a refit needs before it competes with the shipped model.
 # Measured with ``benchmarks/refit_rule.py`` on test articles the shipped model never saw: over 67 KBs of ten quick
-# deals (13–139 dev questions from 1–8 articles) the one-standard-error rule refitted 14 times and lost 11 (−0.002
+# deals (the XQuAD ones with 13–139 dev questions from 1–8 articles) the one-standard-error rule refitted 14 times and lost 11 (−0.002
 # MRR overall): its cross-validation cannot see from so few questions that the test articles differ; on a full deal
 # every refit with 194 or more dev questions won
 MIN_REFIT_QUESTIONS = 150

@@ -242,12 +242,12 @@ def write_profile(profile: Profile, path: Path) -> None:
 def summary_lines(result: TuneResult) -> list[str]:
     """The profile as a person reads it: which rule each cell got, from how much evidence."""
     profile = result.profile
-    lines = [f"# tuned profile: {profile.kb}", "",
-             f"Relevance model: {result.fit.get('variant')} (cross-validated MRR on dev: "
-             f"{result.fit.get('cv_mrr', '–')}; the model least fitted to these questions within one standard error "
-             f"of the best, {result.fit.get('best', '–')}), fitted on {result.dev} dev rows "
-             f"({result.questions} questions)." + (f" Refit {result.fit['refit']}." if "refit" in result.fit else ""),
-             "",
+    chosen = (f"Relevance model: the shipped one, a refit {result.fit['refit']}." if "refit" in result.fit else
+              f"Relevance model: {result.fit.get('variant')} (cross-validated MRR on dev: "
+              f"{result.fit.get('cv_mrr', '–')}; the model least fitted to these questions within one standard error "
+              f"of the best, {result.fit.get('best', '–')}), fitted on {result.dev} dev rows "
+              f"({result.questions} questions).")
+    lines = [f"# tuned profile: {profile.kb}", "", chosen, "",
              f"Options measured on dev ({profile.objective}, LLM calls per question): " +
              ", ".join(f"{o} {m[profile.objective]:.3f} / {m['llm_calls']:.2f}" for o, m in result.options.items()), "",
              "| rule | option | τ | k | dev questions | from | selection check |", "|---|---|---|---|---|---|---|"]
