@@ -14,7 +14,7 @@ then each rule's model ranks the test questions' candidates (MRR@10 of the as-wr
 stage orders them).
 
 Rules (``--rules``): ``shipped`` (``tune --keep-model``); ``current`` (``fit_selected``, the rule ``tune`` uses:
-no refit below ``MIN_REFIT_QUESTIONS`` dev questions); ``one-error`` (the same one-standard-error choice among the
+no refit below ``MIN_REFIT_ARTICLES`` dev articles); ``one-error`` (the same one-standard-error choice among the
 shipped model and the refits whatever the articles, the rule before; ``one-error:article``: its folds and errors by
 article); ``full`` and ``hybrid`` (that refit, always); ``anchored`` (every feature refitted with its weights shrunk
 toward the shipped model's instead of toward zero, ``relevance/learn.py: fit(anchor=)``, always; ``anchored:C`` at
@@ -50,7 +50,7 @@ from babelrag.kb import KnowledgeBase  # noqa: E402
 from babelrag.relevance.features import MODEL_FEATURES  # noqa: E402
 from babelrag.relevance.learn import fit  # noqa: E402
 from babelrag.relevance.model import RelevanceModel, default_model, question_hash  # noqa: E402
-from babelrag.tune.fitting import MIN_REFIT_QUESTIONS, fit_crossfitted, fit_selected, reciprocal_ranks  # noqa: E402
+from babelrag.tune.fitting import MIN_REFIT_ARTICLES, fit_crossfitted, fit_selected, reciprocal_ranks  # noqa: E402
 from babelrag.tune.runner import FULL_MODEL_QUESTIONS, TuneOptions  # noqa: E402
 from babelrag.tune.training import Candidates, collect  # noqa: E402
 
@@ -102,15 +102,15 @@ def anchored(c: float) -> Rule:
     return rule
 
 
-def selected(min_questions: int = MIN_REFIT_QUESTIONS, unit: str = "question") -> Rule:
-    """``fit_selected`` as ``tune`` runs it, refits tried from ``min_questions`` dev questions on, its folds and
+def selected(min_articles: int = MIN_REFIT_ARTICLES, unit: str = "question") -> Rule:
+    """``fit_selected`` as ``tune`` runs it, refits tried from ``min_articles`` dev articles on, its folds and
     standard errors by ``unit``."""
     def rule(dev: Candidates, shipped: RelevanceModel) -> tuple[RelevanceModel, str]:
         grouped = replace(dev, groups=[cluster_key(q.model_dump(), unit) for q in dev.asked])
         if len(set(grouped.groups)) < 2:  # one dev article, folds by article: nothing to cross-validate a refit on
             return shipped, "shipped: one group"
         model, report = fit_selected(grouped, {"name": "tuned"}, shipped, FULL_MODEL_QUESTIONS, texts=dev.texts,
-                                     min_questions=min_questions)
+                                     min_articles=min_articles)
         return model, report["variant"]
     return rule
 

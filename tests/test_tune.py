@@ -21,7 +21,7 @@ from babelrag.relevance.model import default_model, question_hash
 from babelrag.retrieve.pipeline import Searcher
 from babelrag.strategies.tuned import OPTIONS, CellRule, Profile, Tuned, load_profile
 from babelrag.tune.choose import choose
-from babelrag.tune.fitting import MIN_REFIT_QUESTIONS, SIMPLEST_FIRST
+from babelrag.tune.fitting import MIN_REFIT_ARTICLES, SIMPLEST_FIRST
 from babelrag.tune.runner import TuneOptions, tune, write_profile
 from babelrag.types import Question
 
@@ -149,22 +149,25 @@ def test_tune_refuses_bad_golden_sets_clearly(tuned_kb: str, small_xquad: list[P
             tune(kb, [q.model_copy(update={"tags": {}}) for q in golden])
 
 
-def test_with_few_dev_questions_tune_keeps_the_shipped_model_and_its_profile_and_the_bench_say_so(
+def test_with_few_dev_articles_tune_keeps_the_shipped_model_and_its_profile_and_the_bench_say_so(
         tuned_kb: str, small_xquad: list[Path], tmp_path: Path) -> None:
-    """A sample's few dev questions: no refit is tried (``MIN_REFIT_QUESTIONS``), and the profile, the summary and
-    the bench's notes say why, instead of a relevance model that silently stayed the same."""
+    """A sample's dev questions from two articles: no refit is tried (``MIN_REFIT_ARTICLES``), and the profile, the
+    summary and the bench's notes say why, instead of a relevance model that silently stayed the same."""
+    from babelrag.evaluate.clusters import cluster_key
     from babelrag.experiments.runner import fit_profiles
 
-    dev = [q for q in golden_for(small_xquad, "xt") if q.tags["split"] == "dev" and q.lang in ("en", "de")]
-    golden = [q for q in dev if q.tags["qid"] in sorted({q.tags["qid"] for q in dev})[:10]]  # the fewest tune takes
+    golden = [q for q in golden_for(small_xquad, "xt") if q.tags["split"] == "dev" and q.lang in ("en", "de")]
     notes = fit_profiles(golden, ["xt"], tuned_kb, tmp_path, {str(tmp_path / "no-llm")}, None, 1)
-    asked = len({q.tags["qid"] for q in golden})
-    assert asked == 10 < len(golden)
-    said = f"a refit not tried: {asked} dev questions, and a refit competes from {MIN_REFIT_QUESTIONS}"
+    assert len({q.tags["qid"] for q in golden}) >= TuneOptions().min_dev
+    articles = len({cluster_key(q.model_dump(), "article") for q in golden})
+    assert 1 < articles < MIN_REFIT_ARTICLES
+    said = f"a refit not tried: the dev questions come from {articles} articles, and a refit competes from " \
+           f"{MIN_REFIT_ARTICLES}"
     assert notes == [f"xt (no-llm): the shipped relevance model kept, {said}"]
     written = yaml.safe_load((tmp_path / "no-llm" / "xt.yaml").read_text())
     assert written["relevance"]["selection"]["refit"] == said.removeprefix("a refit ")
-    assert written["model"]["meta"]["name"] == "default" and written["budget"]["min_refit_questions"] == MIN_REFIT_QUESTIONS
+    assert written["model"]["meta"]["name"] == "default"
+    assert written["budget"]["min_refit_articles"] == MIN_REFIT_ARTICLES
 
 
 def test_the_bench_gives_an_index_without_dev_questions_a_profile_tuned_on_nothing(
@@ -190,7 +193,7 @@ def test_tune_fits_stores_and_serves_the_profile(tmp_path: Path, small_xquad: li
     index_sources("xt", [str(p) for p in small_xquad], tuned_kb)
     golden = golden_for(small_xquad, "xt")
     with KnowledgeBase.open("xt", tuned_kb) as kb:
-        result = tune(kb, golden, TuneOptions(cell_min=20, min_refit_questions=0))  # a small sample: refits compete
+        result = tune(kb, golden, TuneOptions(cell_min=20, min_refit_articles=0))  # a small sample: refits compete
         dev = sum(q.tags["split"] == "dev" for q in golden)
         # the shipped model competes; dev questions it was fitted on are scored by its fold models that held them
         # out (its own weights would flatter it)
@@ -224,12 +227,12 @@ def test_tune_fits_stores_and_serves_the_profile(tmp_path: Path, small_xquad: li
 
 
 @pytest.mark.parametrize(("flags", "checked", "refit_from"), [
-    ((), True, MIN_REFIT_QUESTIONS), (("--no-selection-check",), False, MIN_REFIT_QUESTIONS),
-    (("--selection-check", "--min-refit-questions", "40"), True, 40)])
+    ((), True, MIN_REFIT_ARTICLES), (("--no-selection-check",), False, MIN_REFIT_ARTICLES),
+    (("--selection-check", "--min-refit-articles", "40"), True, 40)])
 def test_the_cli_hands_the_selection_check_setting_to_tune(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                            flags: tuple[str, ...], checked: bool,
                                                            refit_from: int) -> None:
-    """`babelrag tune --no-selection-check` and `--min-refit-questions` reach the options tune chooses with (the KB,
+    """`babelrag tune --no-selection-check` and `--min-refit-articles` reach the options tune chooses with (the KB,
     the golden set and tune itself stood in for: only the wiring is under test)."""
     import contextlib
 
@@ -252,7 +255,7 @@ def test_the_cli_hands_the_selection_check_setting_to_tune(monkeypatch: pytest.M
     monkeypatch.setattr(KnowledgeBase, "open", lambda *args, **kwargs: contextlib.nullcontext(None))
     result = CliRunner().invoke(app, ["tune", "--kb", "demo", "--golden", str(tmp_path / "g.jsonl"), *flags])
     assert isinstance(result.exception, Reached), result.output
-    assert [(options.selection_check, options.min_refit_questions) for options in seen] == [(checked, refit_from)]
+    assert [(options.selection_check, options.min_refit_articles) for options in seen] == [(checked, refit_from)]
 
 @pytest.mark.slow
 def test_tune_measures_the_pivot_copies_only_where_the_kb_has_them(tmp_path: Path, small_xquad: list[Path],

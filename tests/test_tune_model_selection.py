@@ -54,11 +54,11 @@ def test_the_shipped_model_competes_on_its_own_training_questions_only_through_t
     shipped = crossfit(rows, labels, candidates.row_groups(), candidates.group_texts(), candidates.path_keys(),
                        {"name": "shipped"}, features=("dense_z",))
     backwards = replace(shipped, folds=tuple(replace(fold, coef=-fold.coef) for fold in shipped.folds))
-    _, report = fit_selected(candidates, {}, backwards, texts=candidates.texts, min_questions=0)
+    _, report = fit_selected(candidates, {}, backwards, texts=candidates.texts, min_articles=0)
     assert "shipped_left_out" not in report and report["shipped_out_of_fold"].startswith(
         f"the shipped model was fitted on {questions} of these questions")
     assert report["cv_mrr"]["shipped"] < 0.5 < report["cv_mrr"]["hybrid"]  # the folds' order, not the full model's
-    _, honest = fit_selected(candidates, {}, shipped, texts=candidates.texts, min_questions=0)
+    _, honest = fit_selected(candidates, {}, shipped, texts=candidates.texts, min_articles=0)
     assert honest["cv_mrr"]["shipped"] > 0.6
     # each question by the fold that held it out; a translation the model never saw by its sibling's fold
     from babelrag.tune.fitting import held_out_scores
@@ -76,7 +76,7 @@ def test_the_shipped_model_competes_on_its_own_training_questions_only_through_t
         fold = shipped.fold_of[question_hash(asked[0].question if question is sibling else question.question)]
         assert scores[rows] == pytest.approx(shipped.folds[fold].predict(with_sibling.rows[rows], np.zeros(size)))
     no_folds = replace(shipped, folds=(), fold_of={})
-    _, report = fit_selected(candidates, {}, no_folds, texts=candidates.texts, min_questions=0)
+    _, report = fit_selected(candidates, {}, no_folds, texts=candidates.texts, min_articles=0)
     assert "shipped" not in report["cv_mrr"] and report["shipped_left_out"].startswith(
         f"the shipped model was fitted on {questions} of these")
 
@@ -223,38 +223,42 @@ def test_fit_selected_returns_the_one_error_choice_and_refits_only_that(monkeypa
     for lead, expected in ((within_noise, "shipped"), (np.full(40, 0.2), "full")):
         ranks = {"shipped": base, "hybrid": base * 0.5, "full": np.clip(base + lead, 0.0, 1.0)}
         monkeypatch.setattr(fitting, "held_out_ranks", lambda *args, ranks=ranks: fitting.HeldOut(groups, ranks))
-        model, report = fitting.fit_selected(candidates, {"name": "refit"}, shipped, min_questions=0)
+        model, report = fitting.fit_selected(candidates, {"name": "refit"}, shipped, min_articles=0)
         assert report["variant"] == expected and report["best"] == "full"
         assert (model is shipped) == (expected == "shipped") and set(report["below_best"]) == {"shipped", "hybrid"}
 
 
-def test_with_few_dev_questions_the_shipped_model_is_kept_and_no_refit_is_tried() -> None:
-    """Refits on a few dozen dev questions lost on test far more often than they won (``MIN_REFIT_QUESTIONS``): a
-    refit whose cross-validated lead is clear on these questions is not even tried below that many questions (a
-    question and its translations once), and the report says why; from that many on it competes as before."""
+def test_with_dev_questions_from_few_articles_the_shipped_model_is_kept_and_no_refit_is_tried() -> None:
+    """Refits on a few articles' dev questions lost on test articles more often than they won
+    (``MIN_REFIT_ARTICLES``): a refit whose cross-validated lead is clear on these questions is not even tried below
+    that many articles, however many questions they hold, and the report says why; from that many on it competes as
+    before. Without a shipped model for the KB's embedder a refit is the only model there is."""
     from dataclasses import replace
 
     from babelrag.relevance.features import HYBRID_PRESET
     from babelrag.relevance.learn import crossfit
-    from babelrag.tune.fitting import MIN_REFIT_QUESTIONS, fit_selected
+    from babelrag.tune.fitting import MIN_REFIT_ARTICLES, fit_selected
 
     questions, size = 40, 10
     labels = _gold_first(questions, size)
     signal = labels * 2.0 + np.random.default_rng(11).standard_normal(len(labels))
     candidates = _dev_candidates(labels, size, dict.fromkeys(("dense_z", "dense_z:cross", HYBRID_PRESET), signal))
+    candidates = replace(candidates, asked=[q.model_copy(update={"gold_pages": (f"article{i}#0",)})
+                                            for i, q in enumerate(candidates.asked)])  # 40 questions, 40 articles
     shipped = crossfit(candidates.rows, labels, candidates.row_groups(), candidates.group_texts(),
                        candidates.path_keys(), {"name": "shipped"}, features=("dense_z",))
     backwards = replace(shipped, coef=-shipped.coef, folds=tuple(replace(f, coef=-f.coef) for f in shipped.folds))
-    model, report = fit_selected(candidates, {}, backwards)
+    model, report = fit_selected(candidates, {}, backwards)  # 40 articles: the refit wins clearly
+    assert MIN_REFIT_ARTICLES <= questions and report["variant"] != "shipped" and model is not backwards
+    assert report["dev_articles"] == questions
+    few = replace(candidates, asked=[q.model_copy(update={"gold_pages": (f"article{i % 8}#{i}",)})
+                                     for i, q in enumerate(candidates.asked)])  # the same 40 questions, 8 articles
+    model, report = fit_selected(few, {}, backwards)
     assert model is backwards and report["variant"] == "shipped" and "cv_mrr" not in report
-    assert report["dev_questions"] == questions < MIN_REFIT_QUESTIONS
-    assert report["refit"] == f"not tried: {questions} dev questions, and a refit competes from {MIN_REFIT_QUESTIONS}"
-    model, report = fit_selected(candidates, {}, backwards, min_questions=questions)  # the refit wins clearly
-    assert report["variant"] != "shipped" and model is not backwards and report["dev_questions"] == questions
-    # five language versions of each of 8 questions are 8 questions, not 40
-    twins = replace(candidates, asked=[q.model_copy(update={"tags": {"qid": f"q{i % 8}"}})
-                                       for i, q in enumerate(candidates.asked)])
-    model, report = fit_selected(twins, {}, backwards, min_questions=10)
-    assert model is backwards and report["dev_questions"] == 8
-    model, report = fit_selected(candidates, {}, None)  # no shipped model fits this KB: a refit however few
+    assert report["dev_articles"] == 8
+    assert report["refit"] == f"not tried: the dev questions come from 8 articles, and a refit competes from " \
+                              f"{MIN_REFIT_ARTICLES}"
+    model, report = fit_selected(few, {}, backwards, min_articles=8)
+    assert report["variant"] != "shipped" and model is not backwards
+    model, report = fit_selected(few, {}, None)  # no shipped model fits this KB: a refit however few the articles
     assert report["variant"] in ("hybrid", "full")

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from babelrag.cli.common import KbOpt, LlmOpt, StoreOpt, app, err, out
-from babelrag.tune.fitting import MIN_REFIT_QUESTIONS
+from babelrag.tune.fitting import MIN_REFIT_ARTICLES
 
 
 @app.command()
@@ -28,9 +28,9 @@ def tune(
     selection_check: Annotated[bool, typer.Option(
         help="Keep a choice beyond the simplest option only where, chosen on half the dev questions, it gains on the "
              "other half (off: the one-standard-error rule alone, to measure the check).")] = True,
-    min_refit_questions: Annotated[int, typer.Option(
-        min=0, help="Dev questions (a question and its translations once) a refit of the relevance model needs to "
-                    "compete with the shipped one; with fewer, the shipped model is kept.")] = MIN_REFIT_QUESTIONS,
+    min_refit_articles: Annotated[int, typer.Option(
+        min=0, help="Dev articles (pages, where page ids name no article) a refit of the relevance model needs to "
+                    "compete with the shipped one; with fewer, the shipped model is kept.")] = MIN_REFIT_ARTICLES,
     out_file: Annotated[Optional[Path], typer.Option("--out", help="Also write the profile here (YAML).")] = None,
     llm: LlmOpt = None,
     store: StoreOpt = None,
@@ -46,7 +46,7 @@ def tune(
         raise ConfigError(f"--objective: expected mrr or recall@10, got '{shown(objective)}'")
     options = TuneOptions(objective=objective, max_llm_calls=max_llm_calls, max_docs=max_docs,  # type: ignore[arg-type]
                           recall_loss=recall_loss, llm=llm, fit_model=not keep_model, dev_share=dev_share,
-                          selection_check=selection_check, min_refit_questions=min_refit_questions)
+                          selection_check=selection_check, min_refit_articles=min_refit_articles)
     with KnowledgeBase.open(kb, store) as handle:
         result = run_tune(handle, load_golden(golden), options)
     if out_file:

@@ -31,12 +31,13 @@ FOLDS = 5
 # data; on its own training questions it competes only through fold models that held them out), then the hybrid
 # variant (one weight fitted here), then the full variant (one per feature)
 SIMPLEST_FIRST = ("shipped", "hybrid", "full")
-# dev questions (a question and its translations once) a refit needs before it competes with the shipped model.
-# Measured with ``benchmarks/refit_rule.py`` on test articles the shipped model never saw: over 67 KBs of ten quick
-# deals (the XQuAD ones with 13–139 dev questions from 1–8 articles) the one-standard-error rule refitted 14 times and lost 11 (−0.002
-# MRR overall): its cross-validation cannot see from so few questions that the test articles differ; on a full deal
-# every refit with 194 or more dev questions won
-MIN_REFIT_QUESTIONS = 150
+# dev articles (pages, where a page's id names no article) a refit needs before it competes with the shipped model,
+# which was fitted on 31 article groups: the article, not the question, is what a refit's lead on dev must carry to.
+# Measured with ``benchmarks/refit_rule.py`` on test articles the shipped model never saw: on twenty quick deals the
+# one-standard-error rule refitted 24 times on XQuAD KBs of 1–8 dev articles and lost 18 (−0.002 and −0.003 MRR
+# overall); on two full-size deals (7–8 dev articles, 169–194 dev questions) its XQuAD refits won 4 of 5 in one and 3
+# of 5 in the other, which lost one by 0.091 (+0.004 and −0.005 overall). No XQuAD KB has 30 articles in dev.
+MIN_REFIT_ARTICLES = 30
 
 
 def path_mrr(candidates: Candidates, scores: np.ndarray, k: int = 10, rows: np.ndarray | None = None) -> float:
@@ -238,7 +239,7 @@ def _within_one_error(shortfall: float, error: float) -> bool:
 
 def fit_selected(candidates: Candidates, meta: Mapping[str, Any], shipped: RelevanceModel | None, min_full: int = 30,
                  c: float = 1.0, texts: Sequence[str] = (),
-                 min_questions: int = MIN_REFIT_QUESTIONS) -> tuple[RelevanceModel, dict]:
+                 min_articles: int = MIN_REFIT_ARTICLES) -> tuple[RelevanceModel, dict]:
     """Among the ``shipped`` model as it is, refitted ``hybrid`` (calibrated hybrid order) and refitted ``full``
     (only with ``min_full`` dev question versions or more: it has a weight per feature), the one least shaped by
     these questions (``SIMPLEST_FIRST``) whose cross-validated MRR is within one standard error of the best's (the
@@ -247,13 +248,13 @@ def fit_selected(candidates: Candidates, meta: Mapping[str, Any], shipped: Relev
     lost to it by 3 on test. Where the shipped model was fitted on some of these questions (``texts``) it
     competes only if each of them is scored by a fold model that held it out (the shipped model's own fold
     models, by article): scoring it with the weights that saw them would flatter it. ``shipped`` None: it does not
-    fit this KB (fitted on another embedder's cosines), and only the refits compete. With fewer than
-    ``min_questions`` dev questions (a question and its translations once) the shipped model is kept and no refit
-    is tried (``MIN_REFIT_QUESTIONS``)."""
-    asked = len({cluster_key(q.model_dump()) for q in candidates.asked})
-    if shipped is not None and asked < min_questions:
-        return shipped, {"variant": "shipped", "dev_questions": asked,
-                         "refit": f"not tried: {asked} dev questions, and a refit competes from {min_questions}"}
+    fit this KB (fitted on another embedder's cosines), and only the refits compete. With dev questions from fewer
+    than ``min_articles`` articles the shipped model is kept and no refit is tried (``MIN_REFIT_ARTICLES``)."""
+    articles = len({cluster_key(q.model_dump(), "article") for q in candidates.asked})
+    if shipped is not None and articles < min_articles:
+        return shipped, {"variant": "shipped", "dev_articles": articles,
+                         "refit": f"not tried: the dev questions come from {articles} articles, and a refit competes "
+                                  f"from {min_articles}"}
     questions = len(np.unique(candidates.question))
     variants = {name: VARIANTS[name] for name in ("hybrid", *(("full",) if questions >= min_full else ()))}
     seen = shipped.fitted_on(texts) if shipped else 0
@@ -263,7 +264,7 @@ def fit_selected(candidates: Candidates, meta: Mapping[str, Any], shipped: Relev
     scores = held.mrr()
     competing = [name for name in SIMPLEST_FIRST if name in scores]
     chosen, best = one_error_choice(held, competing)
-    report = {"variant": chosen, "dev_questions": asked, "cv_mrr": {k: round(v, 4) for k, v in scores.items()},
+    report = {"variant": chosen, "dev_articles": articles, "cv_mrr": {k: round(v, 4) for k, v in scores.items()},
               "best": best,
               "below_best": {name: {"mrr": round(gap, 4), "standard_error": round(error, 4)}
                              for name in competing if name != best for gap, error in [held.shortfall(name, best)]},

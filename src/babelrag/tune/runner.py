@@ -36,7 +36,7 @@ from babelrag.relevance.model import RelevanceModel, default_model, describe, mo
 from babelrag.retrieve.pipeline import Searcher
 from babelrag.strategies.tuned import ANY, OPTIONS, CellRule, Profile, needs_copies
 from babelrag.tune.choose import DevRow, choose
-from babelrag.tune.fitting import MIN_REFIT_QUESTIONS, VARIANTS, fit_selected
+from babelrag.tune.fitting import MIN_REFIT_ARTICLES, VARIANTS, fit_selected
 from babelrag.tune.training import collect
 
 Objective = Literal["mrr", "recall@10"]
@@ -60,7 +60,7 @@ class TuneOptions:
     store_with_kb: bool = True  # False: leave the KB as it was (the bench keeps profiles in files)
     llm_per_cell: int | None = None  # options that call a model: measured on this many dev questions per cell
     selection_check: bool = True  # False: the one-standard-error rule alone (what the check changes is measured so)
-    min_refit_questions: int = MIN_REFIT_QUESTIONS  # fewer dev questions: the shipped model is kept, no refit tried
+    min_refit_articles: int = MIN_REFIT_ARTICLES  # fewer dev articles: the shipped model is kept, no refit tried
 
 
 @dataclass(frozen=True)
@@ -156,7 +156,7 @@ def _budget(options: TuneOptions, dev_questions: int) -> dict[str, Any]:
     with it — also by a profile tuned on nothing (0), which the bench still runs beside the tuned ones."""
     return {"max_llm_calls": options.max_llm_calls, "max_docs": options.max_docs, "recall_loss": options.recall_loss,
             "cell_min": options.cell_min, "prior": options.prior, "selection_check": options.selection_check,
-            "min_refit_questions": options.min_refit_questions,
+            "min_refit_articles": options.min_refit_articles,
             "dev_questions": dev_questions, "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
 
 
@@ -178,7 +178,7 @@ def tune(kb: KnowledgeBase, golden: Sequence[GoldenQuestion], options: TuneOptio
         model, fitted = fit_selected(candidates, {"name": f"{kb.name}-tuned", "embedder": kb.embedder.fingerprint(),
                                                   "trained_on": f"{len(dev)} dev rows ({asked} questions) of {kb.name}",
                                                   "questions": asked}, shipped_for(kb), FULL_MODEL_QUESTIONS,
-                                     texts=[q.question for q in dev], min_questions=options.min_refit_questions)
+                                     texts=[q.question for q in dev], min_articles=options.min_refit_articles)
     else:
         model, fitted = model_for(kb.manifest.profile), {"variant": "kept"}
         model.check(kb.embedder.fingerprint(), kb.name)
