@@ -275,3 +275,19 @@ def test_the_summary_says_what_the_check_found_and_when_it_was_off(checked: bool
         assert checks == ["refused as_written+pivot: -0.010 over as_written on held-out halves", "–"]
     else:
         assert checks == ["off", "off"]
+
+
+def test_the_summary_says_the_shipped_model_was_kept_untried_and_why() -> None:
+    """With too few dev articles no refit is tried: the summary says so, not a cross-validation that never ran."""
+    from babelrag.relevance.model import default_model
+    from babelrag.strategies.tuned import CellRule, Profile
+    from babelrag.tune.runner import TuneResult, summary_lines
+
+    profile = Profile(kb="demo", embedder="e5", global_rule=CellRule(option="as_written", n_dev=30))
+    kept = {"variant": "shipped",
+            "refit": "not tried: the dev questions come from 3 articles, and a refit competes from 30"}
+    lines = summary_lines(TuneResult(profile, default_model(), kept, 30, 30))
+    assert lines[2] == ("Relevance model: the shipped one, a refit not tried: the dev questions come from 3 articles, "
+                        "and a refit competes from 30.")
+    fitted = summary_lines(TuneResult(profile, default_model(), {"variant": "full", "best": "full"}, 30, 30))
+    assert fitted[2].startswith("Relevance model: full (cross-validated MRR on dev: –;")
