@@ -24,7 +24,8 @@ Candidates are cached per deal (``--cache``; delete them after a change to the f
 the same questions in every deal, so it is one case per deal but the same questions (the errors cluster them).
 Test questions the shipped model was fitted on (the shipped data's dev articles of seed 13 by article, which other
 seeds deal into test too) are left out of every figure: no rule may be scored where the shipped weights saw the
-answer. Each figure is a mean over questions (a question and its translations are one sample for the errors, in every deal that tests it);
+answer. Each figure is a mean over test rows (a KB's question; a question and its translations are one sample for the errors, in
+every deal that tests it), over all layouts and per layout split by whether the gold page is in the question's language;
 a rule's difference from ``shipped`` is paired on the same questions, with a sign-flip p clustered by question.
 """
 from __future__ import annotations
@@ -156,6 +157,7 @@ def main() -> None:
     rules = {name: rule_named(name) for name in names}
     ranks: dict[str, list[np.ndarray]] = {name: [] for name in names}
     clusters: list[np.ndarray] = []
+    sides: list[np.ndarray] = []  # per question: its layout and whether its gold page is in its language
     rows = []
     for seed in seeds(args.seeds):
         for case in collect_seed(seed, args.cache, args.full):
@@ -173,6 +175,8 @@ def main() -> None:
                 ranks[name].append(np.array([by_question.get(q, 0.0) for q in questions.tolist()]))
                 row.append(f"{ranks[name][-1].mean():.3f}" + (f" ({chosen})" if name.startswith(("current", "one-error")) else ""))
             clusters.append(np.array([test.groups[q] for q in questions], dtype=object))  # a question, whatever the deal
+            sides.append(np.array([f"{case['layout']}|{test.asked[q].tags.get('gold_in_question_lang', 'true')}"
+                                   for q in questions], dtype=object))  # SweFAQ's are all in their language
             rows.append(row)
             console.print(" · ".join(str(v) for v in row), highlight=False)  # a full deal's fits take minutes
     table("test MRR@10 per (seed, KB), questions the shipped model never saw", ["case", "layout", "dev articles",
@@ -190,8 +194,27 @@ def main() -> None:
             line += [float(gaps.mean()), clustered_standard_error(gaps, list(every)),
                      paired_test(base.tolist(), mine.tolist(), clusters=list(every))["p"], f"{won} / {lost}"]
         summary.append(line)
-    table(f"over {len(rows)} cases, {len(every)} test questions", ["rule", "MRR@10", "Δ vs shipped", "SE (by question)",
-                                                                   "p", "cases won / lost"], summary)
+    table(f"over {len(rows)} cases, {len(every)} test rows (a KB's question)", ["rule", "MRR@10", "Δ vs shipped",
+          "SE (by question)", "p", "cases won / lost"], summary)
+    if base is not None:
+        split_table(names, ranks, base, np.concatenate(sides))
+
+
+def split_table(names: list[str], ranks: dict[str, list[np.ndarray]], base: np.ndarray, sides: np.ndarray) -> None:
+    """Each rule's Δ against the shipped model per layout, for questions whose gold page is in their language and for
+    the others (rows of each side, the shipped model's MRR beside)."""
+    rows = []
+    for layout in sorted({side.split("|")[0] for side in sides}):
+        for name in (n for n in names if n != "shipped"):
+            gaps = np.concatenate(ranks[name]) - base
+            line: list[object] = [layout, name]
+            for inside in ("true", "false"):
+                mine = sides == f"{layout}|{inside}"
+                line += [int(mine.sum()), float(base[mine].mean()) if mine.any() else float("nan"),
+                         float(gaps[mine].mean()) if mine.any() else float("nan")]
+            rows.append(line)
+    table("Δ vs shipped per layout, gold page in the question's language or elsewhere", ["layout", "rule",
+          "rows: gold in Lq", "shipped", "Δ", "rows: elsewhere", "shipped", "Δ"], rows)
 
 
 if __name__ == "__main__":
