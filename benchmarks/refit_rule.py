@@ -14,11 +14,12 @@ then each rule's model ranks the test questions' candidates (MRR@10 of the as-wr
 stage orders them).
 
 Rules (``--rules``): ``shipped`` (``tune --keep-model``); ``current`` (``fit_selected``, the rule ``tune`` uses:
-no refit below ``MIN_REFIT_ARTICLES`` dev articles); ``one-error`` (the same one-standard-error choice among the
-shipped model and the refits whatever the articles, the rule before; ``one-error:article``: its folds and errors by
-article); ``full`` and ``hybrid`` (that refit, always); ``anchored`` (every feature refitted with its weights shrunk
-toward the shipped model's instead of toward zero, ``relevance/learn.py: fit(anchor=)``, always; ``anchored:C`` at
-another strength ``C``, smaller holding it closer).
+below ``MIN_REFIT_ARTICLES`` dev articles only the one-weight hybrid refit competes with the shipped model);
+``line-for-both`` (the rule of 7 December: below that line no refit at all); ``one-error`` (the same
+one-standard-error choice among the shipped model and the refits whatever the articles, the rule before;
+``one-error:article``: its folds and errors by article); ``full`` and ``hybrid`` (that refit, always);
+``anchored`` (every feature refitted with its weights shrunk toward the shipped model's instead of toward zero,
+``relevance/learn.py: fit(anchor=)``, always; ``anchored:C`` at another strength ``C``, smaller holding it closer).
 
 Candidates are cached per deal (``--cache``; delete them after a change to the features). SweFAQ is the same KB and
 the same questions in every deal, so it is one case per deal but the same questions (the errors cluster them).
@@ -51,7 +52,8 @@ from babelrag.kb import KnowledgeBase  # noqa: E402
 from babelrag.relevance.features import MODEL_FEATURES  # noqa: E402
 from babelrag.relevance.learn import fit  # noqa: E402
 from babelrag.relevance.model import RelevanceModel, default_model, question_hash  # noqa: E402
-from babelrag.tune.fitting import MIN_REFIT_ARTICLES, fit_crossfitted, fit_selected, reciprocal_ranks  # noqa: E402
+from babelrag.tune.fitting import (MIN_HYBRID_REFIT_ARTICLES, MIN_REFIT_ARTICLES, fit_crossfitted,  # noqa: E402
+                                   fit_selected, reciprocal_ranks)
 from babelrag.tune.runner import FULL_MODEL_QUESTIONS, TuneOptions  # noqa: E402
 from babelrag.tune.training import Candidates, collect  # noqa: E402
 
@@ -103,15 +105,16 @@ def anchored(c: float) -> Rule:
     return rule
 
 
-def selected(min_articles: int = MIN_REFIT_ARTICLES, unit: str = "question") -> Rule:
-    """``fit_selected`` as ``tune`` runs it, refits tried from ``min_articles`` dev articles on, its folds and
-    standard errors by ``unit``."""
+def selected(min_articles: int = MIN_REFIT_ARTICLES, unit: str = "question",
+             min_hybrid_articles: int = MIN_HYBRID_REFIT_ARTICLES) -> Rule:
+    """``fit_selected`` as ``tune`` runs it, the full refit tried from ``min_articles`` dev articles on and the hybrid
+    one from ``min_hybrid_articles``, its folds and standard errors by ``unit``."""
     def rule(dev: Candidates, shipped: RelevanceModel) -> tuple[RelevanceModel, str]:
         grouped = replace(dev, groups=[cluster_key(q.model_dump(), unit) for q in dev.asked])
         if len(set(grouped.groups)) < 2:  # one dev article, folds by article: nothing to cross-validate a refit on
             return shipped, "shipped: one group"
         model, report = fit_selected(grouped, {"name": "tuned"}, shipped, FULL_MODEL_QUESTIONS, texts=dev.texts,
-                                     min_articles=min_articles)
+                                     min_articles=min_articles, min_hybrid_articles=min_hybrid_articles)
         return model, report["variant"]
     return rule
 
@@ -123,6 +126,7 @@ def always(variant: str, features: tuple[str, ...]) -> Rule:
 
 
 RULES: dict[str, Rule] = {"shipped": lambda dev, shipped: (shipped, "shipped"), "current": selected(),
+                          "line-for-both": selected(min_hybrid_articles=MIN_REFIT_ARTICLES),
                           "one-error": selected(0), "one-error:article": selected(0, "article"),
                           "full": always("full", MODEL_FEATURES), "hybrid": always("hybrid", ("hybrid",)),
                           "anchored": anchored(1.0)}
@@ -173,7 +177,7 @@ def main() -> None:
                 asked, rr = reciprocal_ranks(test, model.predict(test.rows, test.path_keys()))
                 by_question = dict(zip(asked.tolist(), rr.tolist()))
                 ranks[name].append(np.array([by_question.get(q, 0.0) for q in questions.tolist()]))
-                row.append(f"{ranks[name][-1].mean():.3f}" + (f" ({chosen})" if name.startswith(("current", "one-error")) else ""))
+                row.append(f"{ranks[name][-1].mean():.3f}" + (f" ({chosen})" if name.startswith(("current", "line-", "one-error")) else ""))
             clusters.append(np.array([test.groups[q] for q in questions], dtype=object))  # a question, whatever the deal
             sides.append(np.array([f"{case['layout']}|{test.asked[q].tags.get('gold_in_question_lang', 'true')}"
                                    for q in questions], dtype=object))  # SweFAQ's are all in their language

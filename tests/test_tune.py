@@ -149,10 +149,11 @@ def test_tune_refuses_bad_golden_sets_clearly(tuned_kb: str, small_xquad: list[P
             tune(kb, [q.model_copy(update={"tags": {}}) for q in golden])
 
 
-def test_with_few_dev_articles_tune_keeps_the_shipped_model_and_its_profile_and_the_bench_say_so(
+def test_with_few_dev_articles_tune_tries_no_full_refit_and_its_profile_and_the_bench_say_so(
         tuned_kb: str, small_xquad: list[Path], tmp_path: Path) -> None:
-    """A sample's dev questions from two articles: no refit is tried (``MIN_REFIT_ARTICLES``), and the profile, the
-    summary and the bench's notes say why, instead of a relevance model that silently stayed the same."""
+    """A sample's dev questions from two articles: no refit of every feature is tried (``MIN_REFIT_ARTICLES``), only
+    the one-weight hybrid refit competes with the shipped model, and the profile, the summary and the bench's notes
+    say so, instead of a relevance model that silently stayed as it was."""
     from babelrag.evaluate.clusters import cluster_key
     from babelrag.experiments.runner import fit_profiles
 
@@ -161,12 +162,12 @@ def test_with_few_dev_articles_tune_keeps_the_shipped_model_and_its_profile_and_
     assert len({q.tags["qid"] for q in golden}) >= TuneOptions().min_dev
     articles = len({cluster_key(q.model_dump(), "article") for q in golden})
     assert 1 < articles < MIN_REFIT_ARTICLES
-    said = f"a refit not tried: the dev questions come from {articles} articles, and a refit competes from " \
-           f"{MIN_REFIT_ARTICLES}"
-    assert notes == [f"xt (no-llm): the shipped relevance model kept, {said}"]
+    said = f"not tried: the dev questions come from {articles} articles, and it competes from {MIN_REFIT_ARTICLES}"
     written = yaml.safe_load((tmp_path / "no-llm" / "xt.yaml").read_text())
-    assert written["relevance"]["selection"]["refit"] == said.removeprefix("a refit ")
-    assert written["model"]["meta"]["name"] == "default"
+    selection = written["relevance"]["selection"]
+    assert selection["full_refit"] == said and set(selection["cv_mrr"]) == {"shipped", "hybrid"}
+    assert notes == [f"xt (no-llm): relevance model {selection['variant']}, a refit of every feature {said}"]
+    assert (written["model"]["meta"]["name"] == "default") == (selection["variant"] == "shipped")
     assert written["budget"]["min_refit_articles"] == MIN_REFIT_ARTICLES
 
 

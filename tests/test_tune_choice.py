@@ -277,8 +277,8 @@ def test_the_summary_says_what_the_check_found_and_when_it_was_off(checked: bool
         assert checks == ["off", "off"]
 
 
-def test_the_summary_says_the_shipped_model_was_kept_untried_and_why() -> None:
-    """With too few dev articles no refit is tried: the summary says so, not a cross-validation that never ran."""
+def test_the_summary_says_which_refit_was_left_untried_and_why() -> None:
+    """With too few dev articles a refit is not tried: the summary says so, not a cross-validation that never ran."""
     from babelrag.relevance.model import default_model
     from babelrag.strategies.tuned import CellRule, Profile
     from babelrag.tune.runner import TuneResult, summary_lines
@@ -291,3 +291,13 @@ def test_the_summary_says_the_shipped_model_was_kept_untried_and_why() -> None:
                         "and a refit competes from 30.")
     fitted = summary_lines(TuneResult(profile, default_model(), {"variant": "full", "best": "full"}, 30, 30))
     assert fitted[2].startswith("Relevance model: full (cross-validated MRR on dev: –;")
+    assert "refit of every feature" not in fitted[2]
+    hybrid_only = {"variant": "hybrid", "best": "hybrid", "cv_mrr": {"shipped": 0.9, "hybrid": 0.95},
+                   "full_refit": "not tried: the dev questions come from 8 articles, and it competes from 30"}
+    lines = summary_lines(TuneResult(profile, default_model(), hybrid_only, 30, 30))
+    assert lines[2].startswith("Relevance model: hybrid (cross-validated MRR on dev: {'shipped': 0.9, 'hybrid': 0.95};")
+    assert lines[2].endswith(" A refit of every feature was not tried: the dev questions come from 8 articles, and it "
+                             "competes from 30.")
+    assert "), fitted on 30 dev rows (30 questions)." in lines[2]
+    shipped = summary_lines(TuneResult(profile, default_model(), {**hybrid_only, "variant": "shipped"}, 30, 30))
+    assert "), chosen on 30 dev rows (30 questions)." in shipped[2]  # the shipped model is not fitted on them

@@ -228,16 +228,17 @@ def test_fit_selected_returns_the_one_error_choice_and_refits_only_that(monkeypa
         assert (model is shipped) == (expected == "shipped") and set(report["below_best"]) == {"shipped", "hybrid"}
 
 
-def test_with_dev_questions_from_few_articles_the_shipped_model_is_kept_and_no_refit_is_tried() -> None:
-    """Refits on a few articles' dev questions lost on test articles more often than they won
-    (``MIN_REFIT_ARTICLES``): a refit whose cross-validated lead is clear on these questions is not even tried below
-    that many articles, however many questions they hold, and the report says why; from that many on it competes as
-    before. Without a shipped model for the KB's embedder a refit is the only model there is."""
+def test_with_dev_questions_from_few_articles_only_the_one_weight_refit_competes() -> None:
+    """Refits of every feature on a few articles' dev questions lost on test articles more often than they won
+    (``MIN_REFIT_ARTICLES``): below that many articles, however many questions they hold, the full refit is not even
+    tried and the report says why, while the hybrid refit (one weight, ``MIN_HYBRID_REFIT_ARTICLES``) still competes
+    with the shipped model; from that many on both compete as before. With the hybrid line raised too, the shipped
+    model is kept untried. Without a shipped model for the KB's embedder a refit is the only model there is."""
     from dataclasses import replace
 
     from babelrag.relevance.features import HYBRID_PRESET
     from babelrag.relevance.learn import crossfit
-    from babelrag.tune.fitting import MIN_REFIT_ARTICLES, fit_selected
+    from babelrag.tune.fitting import MIN_HYBRID_REFIT_ARTICLES, MIN_REFIT_ARTICLES, fit_selected
 
     questions, size = 40, 10
     labels = _gold_first(questions, size)
@@ -248,17 +249,46 @@ def test_with_dev_questions_from_few_articles_the_shipped_model_is_kept_and_no_r
     shipped = crossfit(candidates.rows, labels, candidates.row_groups(), candidates.group_texts(),
                        candidates.path_keys(), {"name": "shipped"}, features=("dense_z",))
     backwards = replace(shipped, coef=-shipped.coef, folds=tuple(replace(f, coef=-f.coef) for f in shipped.folds))
-    model, report = fit_selected(candidates, {}, backwards)  # 40 articles: the refit wins clearly
+    model, report = fit_selected(candidates, {}, backwards)  # 40 articles: the refits win clearly
     assert MIN_REFIT_ARTICLES <= questions and report["variant"] != "shipped" and model is not backwards
-    assert report["dev_articles"] == questions
+    assert report["dev_articles"] == questions and set(report["cv_mrr"]) == {"shipped", "hybrid", "full"}
+    assert "full_refit" not in report and "refit" not in report
     few = replace(candidates, asked=[q.model_copy(update={"gold_pages": (f"article{i % 8}#{i}",)})
                                      for i, q in enumerate(candidates.asked)])  # the same 40 questions, 8 articles
+    assert MIN_HYBRID_REFIT_ARTICLES <= 8 < MIN_REFIT_ARTICLES
     model, report = fit_selected(few, {}, backwards)
+    assert report["variant"] == "hybrid" and model.features == (HYBRID_PRESET,) and "refit" not in report
+    assert set(report["cv_mrr"]) == {"shipped", "hybrid"} and report["dev_articles"] == 8
+    assert report["full_refit"] == f"not tried: the dev questions come from 8 articles, and it competes from " \
+                                   f"{MIN_REFIT_ARTICLES}"
+    model, report = fit_selected(few, {}, backwards, min_hybrid_articles=MIN_REFIT_ARTICLES)
     assert model is backwards and report["variant"] == "shipped" and "cv_mrr" not in report
-    assert report["dev_articles"] == 8
-    assert report["refit"] == f"not tried: the dev questions come from 8 articles, and a refit competes from " \
-                              f"{MIN_REFIT_ARTICLES}"
+    assert report["refit"] == f"not tried: the dev questions come from 8 articles and 40 question versions, and a " \
+                              f"refit competes from {MIN_REFIT_ARTICLES} articles (every feature from 30 versions)"
+    model, report = fit_selected(few, {}, backwards, min_articles=30, min_hybrid_articles=20)
+    assert model is backwards and report["refit"].endswith("a refit competes from 20 articles (every feature from "
+                                                           "30 versions)")
+    model, report = fit_selected(few, {}, backwards, min_articles=8, min_full=41, min_hybrid_articles=9)
+    assert model is backwards and "cv_mrr" not in report and set(report) >= {"refit", "hybrid_refit"}  # none left
     model, report = fit_selected(few, {}, backwards, min_articles=8)
-    assert report["variant"] != "shipped" and model is not backwards
-    model, report = fit_selected(few, {}, None)  # no shipped model fits this KB: a refit however few the articles
-    assert report["variant"] in ("hybrid", "full")
+    assert set(report["cv_mrr"]) == {"shipped", "hybrid", "full"} and "full_refit" not in report
+    model, report = fit_selected(few, {}, None)  # no shipped model fits this KB: every refit however few the articles
+    assert set(report["cv_mrr"]) == {"hybrid", "full"} and report["variant"] in ("hybrid", "full")
+
+
+def test_dev_questions_too_few_to_cross_validate_on_keep_the_shipped_model_and_say_why() -> None:
+    """A small KB's dev questions whose folds have nothing to fit on (no relevant candidate anywhere): with a shipped
+    model, tune keeps it and the report says why, instead of aborting; with none, there is no model to keep and the
+    error stands."""
+    from babelrag.relevance.features import HYBRID_PRESET
+    from babelrag.relevance.model import default_model
+    from babelrag.tune.fitting import fit_selected
+
+    labels = np.zeros(20 * 10)
+    candidates = _dev_candidates(labels, 10, {HYBRID_PRESET: np.random.default_rng(3).standard_normal(len(labels))})
+    shipped = default_model()
+    model, report = fit_selected(candidates, {}, shipped)
+    assert model is shipped and report["variant"] == "shipped"
+    assert report["refit"] == "not tried: relevance model: no fold had both relevant and irrelevant candidates to fit on"
+    with pytest.raises(ConfigError, match="no fold had both"):
+        fit_selected(candidates, {}, None)

@@ -29,8 +29,9 @@ def tune(
         help="Keep a choice beyond the simplest option only where, chosen on half the dev questions, it gains on the "
              "other half (off: the one-standard-error rule alone, to measure the check).")] = True,
     min_refit_articles: Annotated[int, typer.Option(
-        min=0, help="Dev articles (pages, where page ids name no article) a refit of the relevance model needs to "
-                    "compete with the shipped one; with fewer, the shipped model is kept.")] = MIN_REFIT_ARTICLES,
+        min=0, help="Dev articles (pages, where page ids name no article) a refit of every feature of the relevance "
+                    "model needs to compete with the shipped one; with fewer, only the one-weight hybrid refit "
+                    "competes with it.")] = MIN_REFIT_ARTICLES,
     out_file: Annotated[Optional[Path], typer.Option("--out", help="Also write the profile here (YAML).")] = None,
     llm: LlmOpt = None,
     store: StoreOpt = None,

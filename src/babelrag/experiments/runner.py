@@ -161,6 +161,9 @@ def fit_profiles(golden: list[GoldenQuestion], indexes: list[str], store: str, f
                 notes.append(f"{index} ({variant}): {fell_back}")
             if result is not None and "refit" in result.fit:
                 notes.append(f"{index} ({variant}): the shipped relevance model kept, a refit {result.fit['refit']}")
+            elif result is not None and "full_refit" in result.fit:
+                notes.append(f"{index} ({variant}): relevance model {result.fit['variant']}, a refit of every feature "
+                             f"{result.fit['full_refit']}")
             write_profile(profile, target)
     return notes
 

@@ -31,14 +31,21 @@ FOLDS = 5
 # data; on its own training questions it competes only through fold models that held them out), then the hybrid
 # variant (one weight fitted here), then the full variant (one per feature)
 SIMPLEST_FIRST = ("shipped", "hybrid", "full")
-# dev articles (pages, where a page's id names no article) a refit needs before it competes with the shipped model,
-# which was fitted on 31 article groups: the article, not the question, is what a refit's lead on dev must carry to.
-# Measured with ``benchmarks/refit_rule.py`` on test articles the shipped model never saw: on twenty quick deals the
-# one-standard-error rule refitted 24 times on XQuAD KBs of 1–8 dev articles and lost 18 (−0.002 and −0.003 MRR
-# overall); on two full-size deals (7–8 dev articles, 169–194 dev questions) its XQuAD refits won 4 of 5 in one and 3
-# of 5 in the other, which lost two, one by 0.091 (+0.004 and −0.005 overall). No XQuAD KB has 30 articles in dev; on
-# two more sets of deals, chosen after this line, it kept the shipped model there and lost nothing (README).
+# dev articles (pages, where a page's id names no article) the full refit (a weight per feature) needs before it
+# competes with the shipped model, which was fitted on 31 article groups: the article, not the question, is what a
+# refit's lead on dev must carry to. Measured with ``benchmarks/refit_rule.py`` on test articles the shipped model
+# never saw: on twenty quick deals the one-standard-error rule refitted 24 times on XQuAD KBs of 1–8 dev articles and
+# lost 18 (−0.002 and −0.003 MRR overall); on two full-size deals (7–8 dev articles, 169–194 dev questions) its XQuAD
+# refits won 4 of 5 in one and 3 of 5 in the other, which lost two, one by 0.091 (+0.004 and −0.005 overall). No
+# XQuAD KB has 30 articles in dev; on two more sets of deals, chosen after this line, it kept the shipped model there
+# and lost nothing (README).
 MIN_REFIT_ARTICLES = 30
+# the hybrid refit (one weight: the hybrid preset's own order, calibrated) competes at any size. On the full-size
+# pooled KB (8 dev articles) the rule took it on four full deals and it won every time (+0.008; on the fourth, 204,
+# with predictions written first, alone against the shipped model below this line); on fifty quick deals it was chosen
+# six times, all on the pooled KB (four won, one tied, one lost 0.003: ±0.000 overall); the one-standard-error rule does not take
+# it where the hybrid order is poor (always taken there: −0.160) (README)
+MIN_HYBRID_REFIT_ARTICLES = 0
 
 
 def path_mrr(candidates: Candidates, scores: np.ndarray, k: int = 10, rows: np.ndarray | None = None) -> float:
@@ -240,7 +247,8 @@ def _within_one_error(shortfall: float, error: float) -> bool:
 
 def fit_selected(candidates: Candidates, meta: Mapping[str, Any], shipped: RelevanceModel | None, min_full: int = 30,
                  c: float = 1.0, texts: Sequence[str] = (),
-                 min_articles: int = MIN_REFIT_ARTICLES) -> tuple[RelevanceModel, dict]:
+                 min_articles: int = MIN_REFIT_ARTICLES,
+                 min_hybrid_articles: int = MIN_HYBRID_REFIT_ARTICLES) -> tuple[RelevanceModel, dict]:
     """Among the ``shipped`` model as it is, refitted ``hybrid`` (calibrated hybrid order) and refitted ``full``
     (only with ``min_full`` dev question versions or more: it has a weight per feature), the one least shaped by
     these questions (``SIMPLEST_FIRST``) whose cross-validated MRR is within one standard error of the best's (the
@@ -249,24 +257,37 @@ def fit_selected(candidates: Candidates, meta: Mapping[str, Any], shipped: Relev
     lost to it by 3 on test. Where the shipped model was fitted on some of these questions (``texts``) it
     competes only if each of them is scored by a fold model that held it out (the shipped model's own fold
     models, by article): scoring it with the weights that saw them would flatter it. ``shipped`` None: it does not
-    fit this KB (fitted on another embedder's cosines), and only the refits compete. With dev questions from fewer
-    than ``min_articles`` articles the shipped model is kept and no refit is tried (``MIN_REFIT_ARTICLES``)."""
+    fit this KB (fitted on another embedder's cosines), and only the refits compete. The full refit competes only with
+    dev questions from ``min_articles`` articles or more (``MIN_REFIT_ARTICLES``), the hybrid one from
+    ``min_hybrid_articles`` (``MIN_HYBRID_REFIT_ARTICLES``); where neither may, or the dev questions are too few to
+    cross-validate on, the shipped model is kept untried and the report's ``refit`` says why."""
     articles = len({cluster_key(q.model_dump(), "article") for q in candidates.asked})
-    if shipped is not None and articles < min_articles:
-        return shipped, {"variant": "shipped", "dev_articles": articles,
-                         "refit": f"not tried: the dev questions come from {articles} articles, and a refit competes "
-                                  f"from {min_articles}"}
+    lines = {"hybrid": min_hybrid_articles, "full": min_articles}
+    held_back = {name: line for name, line in lines.items() if shipped is not None and articles < line}
+    untried = {f"{name}_refit": f"not tried: the dev questions come from {articles} articles, and it competes from "
+                                f"{line}" for name, line in held_back.items()}
+    kept = {"variant": "shipped", "dev_articles": articles, **untried}
     questions = len(np.unique(candidates.question))
-    variants = {name: VARIANTS[name] for name in ("hybrid", *(("full",) if questions >= min_full else ()))}
+    variants = {name: VARIANTS[name] for name in lines
+                if name not in held_back and (name != "full" or questions >= min_full)}
+    if shipped is not None and not variants:
+        return shipped, {**kept, "refit": f"not tried: the dev questions come from {articles} articles and "
+                                          f"{questions} question versions, and a refit competes from "
+                                          f"{min(lines.values())} articles (every feature from {min_full} versions)"}
     seen = shipped.fitted_on(texts) if shipped else 0
     held_out = seen if seen and shipped and shipped.scores_out_of_fold(texts) else 0
     left_out = seen - held_out
-    held = held_out_ranks(candidates, variants, {"shipped": shipped} if shipped and not left_out else {}, c)
+    try:
+        held = held_out_ranks(candidates, variants, {"shipped": shipped} if shipped and not left_out else {}, c)
+    except ConfigError as error:  # too little to cross-validate on: the shipped model, where there is one, stays
+        if shipped is None:
+            raise
+        return shipped, {**kept, "refit": f"not tried: {error}"}
     scores = held.mrr()
     competing = [name for name in SIMPLEST_FIRST if name in scores]
     chosen, best = one_error_choice(held, competing)
-    report = {"variant": chosen, "dev_articles": articles, "cv_mrr": {k: round(v, 4) for k, v in scores.items()},
-              "best": best,
+    report = {"variant": chosen, "dev_articles": articles, **untried,
+              "cv_mrr": {k: round(v, 4) for k, v in scores.items()}, "best": best,
               "below_best": {name: {"mrr": round(gap, 4), "standard_error": round(error, 4)}
                              for name in competing if name != best for gap, error in [held.shortfall(name, best)]},
               "folds": held.folds, **({"folds_unfitted": held.unfitted} if held.unfitted else {}),

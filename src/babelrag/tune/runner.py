@@ -60,7 +60,7 @@ class TuneOptions:
     store_with_kb: bool = True  # False: leave the KB as it was (the bench keeps profiles in files)
     llm_per_cell: int | None = None  # options that call a model: measured on this many dev questions per cell
     selection_check: bool = True  # False: the one-standard-error rule alone (what the check changes is measured so)
-    min_refit_articles: int = MIN_REFIT_ARTICLES  # fewer dev articles: the shipped model is kept, no refit tried
+    min_refit_articles: int = MIN_REFIT_ARTICLES  # fewer dev articles: no full refit (the one-weight hybrid one competes)
 
 
 @dataclass(frozen=True)
@@ -245,8 +245,10 @@ def summary_lines(result: TuneResult) -> list[str]:
     chosen = (f"Relevance model: the shipped one, a refit {result.fit['refit']}." if "refit" in result.fit else
               f"Relevance model: {result.fit.get('variant')} (cross-validated MRR on dev: "
               f"{result.fit.get('cv_mrr', '–')}; the model least fitted to these questions within one standard error "
-              f"of the best, {result.fit.get('best', '–')}), fitted on {result.dev} dev rows "
-              f"({result.questions} questions).")
+              f"of the best, {result.fit.get('best', '–')}), "
+              f"{'chosen' if result.fit.get('variant') == 'shipped' else 'fitted'} on {result.dev} dev rows "
+              f"({result.questions} questions)." +
+              (f" A refit of every feature was {result.fit['full_refit']}." if "full_refit" in result.fit else ""))
     lines = [f"# tuned profile: {profile.kb}", "", chosen, "",
              f"Options measured on dev ({profile.objective}, LLM calls per question): " +
              ", ".join(f"{o} {m[profile.objective]:.3f} / {m['llm_calls']:.2f}" for o, m in result.options.items()), "",
