@@ -52,8 +52,8 @@ from babelrag.kb import KnowledgeBase  # noqa: E402
 from babelrag.relevance.features import MODEL_FEATURES  # noqa: E402
 from babelrag.relevance.learn import fit  # noqa: E402
 from babelrag.relevance.model import RelevanceModel, default_model, question_hash  # noqa: E402
-from babelrag.tune.fitting import (MIN_HYBRID_REFIT_ARTICLES, MIN_REFIT_ARTICLES, fit_crossfitted,  # noqa: E402
-                                   fit_selected, reciprocal_ranks)
+from babelrag.tune.fitting import (MIN_HYBRID_REFIT_ARTICLES, MIN_REFIT_ARTICLES, dev_articles,  # noqa: E402
+                                   fit_crossfitted, fit_selected, reciprocal_ranks)
 from babelrag.tune.runner import FULL_MODEL_QUESTIONS, TuneOptions  # noqa: E402
 from babelrag.tune.training import Candidates, collect  # noqa: E402
 
@@ -90,7 +90,7 @@ def collect_seed(seed: int, cache_dir: Path, full: bool) -> list[Case]:
             continue
         with KnowledgeBase.open(index, store) as kb:
             cases.append({"seed": seed, "kb": index, "layout": mine[0].tags.get("layout", ""), "asked": asked,
-                          "articles": len({cluster_key(q.model_dump(), "article") for q in dev}),
+                          "articles": dev_articles(dev),
                           "dev": collect(kb, dev, config, golden=dev),
                           "test": collect(kb, test, config, translated_paths=False)})
     cache_dir.mkdir(parents=True, exist_ok=True)

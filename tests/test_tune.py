@@ -154,13 +154,13 @@ def test_with_few_dev_articles_tune_tries_no_full_refit_and_its_profile_and_the_
     """A sample's dev questions from two articles: no refit of every feature is tried (``MIN_REFIT_ARTICLES``), only
     the one-weight hybrid refit competes with the shipped model, and the profile, the summary and the bench's notes
     say so, instead of a relevance model that silently stayed as it was."""
-    from babelrag.evaluate.clusters import cluster_key
     from babelrag.experiments.runner import fit_profiles
+    from babelrag.tune.fitting import dev_articles
 
     golden = [q for q in golden_for(small_xquad, "xt") if q.tags["split"] == "dev" and q.lang in ("en", "de")]
     notes = fit_profiles(golden, ["xt"], tuned_kb, tmp_path, {str(tmp_path / "no-llm")}, None, 1)
     assert len({q.tags["qid"] for q in golden}) >= TuneOptions().min_dev
-    articles = len({cluster_key(q.model_dump(), "article") for q in golden})
+    articles = dev_articles(golden)
     assert 1 < articles < MIN_REFIT_ARTICLES
     said = f"not tried: the dev questions come from {articles} articles, and it competes from {MIN_REFIT_ARTICLES}"
     written = yaml.safe_load((tmp_path / "no-llm" / "xt.yaml").read_text())

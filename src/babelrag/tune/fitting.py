@@ -20,6 +20,7 @@ import numpy as np
 
 from babelrag.errors import ConfigError
 from babelrag.evaluate.clusters import cluster_key, clustered_standard_error
+from babelrag.evaluate.golden import GoldenQuestion
 from babelrag.relevance.features import FEATURES, HYBRID_PRESET, MODEL_FEATURES
 from babelrag.relevance.learn import crossfit, fit, group_folds
 from babelrag.relevance.model import RelevanceModel, question_hash
@@ -34,18 +35,24 @@ SIMPLEST_FIRST = ("shipped", "hybrid", "full")
 # dev articles (pages, where a page's id names no article) the full refit (a weight per feature) needs before it
 # competes with the shipped model, which was fitted on 31 article groups: the article, not the question, is what a
 # refit's lead on dev must carry to. Measured with ``benchmarks/refit_rule.py`` on test articles the shipped model
-# never saw: on twenty quick deals the one-standard-error rule refitted 24 times on XQuAD KBs of 1–8 dev articles and
-# lost 18 (−0.002 and −0.003 MRR overall); on two full-size deals (7–8 dev articles, 169–194 dev questions) its XQuAD
-# refits won 4 of 5 in one and 3 of 5 in the other, which lost two, one by 0.091 (+0.004 and −0.005 overall). No
-# XQuAD KB has 30 articles in dev; on two more sets of deals, chosen after this line, it kept the shipped model there
-# and lost nothing (README).
+# never saw: on twenty quick deals the one-standard-error rule refitted 24 times on XQuAD KBs of 1–8 dev articles
+# and lost 18 (−0.002 and −0.003 MRR overall); on two full-size deals (7–8 dev articles, 169–194 dev questions) its
+# XQuAD refits won 4 of 5 in one and 3 of 5 in the other, which lost two, one by 0.091 (+0.004 and −0.005 overall).
+# No XQuAD KB has 30 articles in dev; on two more sets of deals, chosen after this line, it kept the shipped model
+# there and lost nothing (README).
 MIN_REFIT_ARTICLES = 30
 # the hybrid refit (one weight: the hybrid preset's own order, calibrated) competes at any size. On the full-size
 # pooled KB (8 dev articles) the rule took it on four full deals and it won every time (+0.008; on the fourth, 204,
-# with predictions written first, alone against the shipped model below this line); on fifty quick deals it was chosen
-# six times, all on the pooled KB (four won, one tied, one lost 0.003: ±0.000 overall); the one-standard-error rule does not take
-# it where the hybrid order is poor (always taken there: −0.160) (README)
+# with predictions written first, alone against the shipped model below this line); on fifty quick deals it was
+# chosen six times, all on the pooled KB (four won, one tied, one lost 0.003: ±0.000 overall); the
+# one-standard-error rule does not take it where the hybrid order is poor (always taken there: −0.160) (README)
 MIN_HYBRID_REFIT_ARTICLES = 0
+
+
+def dev_articles(asked: Sequence[GoldenQuestion]) -> int:
+    """How many articles (pages, where a page's id names no article) the dev questions come from: the unit a refit's
+    lead on dev must carry to."""
+    return len({cluster_key(q.model_dump(), "article") for q in asked})
 
 
 def path_mrr(candidates: Candidates, scores: np.ndarray, k: int = 10, rows: np.ndarray | None = None) -> float:
@@ -261,7 +268,7 @@ def fit_selected(candidates: Candidates, meta: Mapping[str, Any], shipped: Relev
     dev questions from ``min_articles`` articles or more (``MIN_REFIT_ARTICLES``), the hybrid one from
     ``min_hybrid_articles`` (``MIN_HYBRID_REFIT_ARTICLES``); where neither may, or the dev questions are too few to
     cross-validate on, the shipped model is kept untried and the report's ``refit`` says why."""
-    articles = len({cluster_key(q.model_dump(), "article") for q in candidates.asked})
+    articles = dev_articles(candidates.asked)
     lines = {"hybrid": min_hybrid_articles, "full": min_articles}
     held_back = {name: line for name, line in lines.items() if shipped is not None and articles < line}
     untried = {f"{name}_refit": f"not tried: the dev questions come from {articles} articles, and it competes from "

@@ -60,7 +60,7 @@ class TuneOptions:
     store_with_kb: bool = True  # False: leave the KB as it was (the bench keeps profiles in files)
     llm_per_cell: int | None = None  # options that call a model: measured on this many dev questions per cell
     selection_check: bool = True  # False: the one-standard-error rule alone (what the check changes is measured so)
-    min_refit_articles: int = MIN_REFIT_ARTICLES  # fewer dev articles: no full refit (the one-weight hybrid one competes)
+    min_refit_articles: int = MIN_REFIT_ARTICLES  # fewer dev articles: no full refit (the hybrid one still competes)
 
 
 @dataclass(frozen=True)
