@@ -248,6 +248,30 @@ def test_non_parallel_layouts_hold_each_page_in_one_language(tmp_path: Path) -> 
     assert skewed == {"en": 27, "de": 3, "zh": 3, "ar": 3}
 
 
+def test_the_held_out_layout_leans_on_another_language_and_is_built_only_when_named(tmp_path: Path) -> None:
+    from babelrag.experiments.datasets import Sources, chosen
+    from babelrag.registry import DATASETS
+
+    assert "xquad-skewed-local" not in {d.name for d in chosen(None)}  # no default run and no fit sees it
+    assert [d.name for d in chosen(["skewed-local"])] == ["xquad-skewed-local"]
+    many = Sources.locate(other_folder(tmp_path / "many", langs=("en", "de", "zh", "ar"), articles=9, paragraphs=4))
+    built = DATASETS.make("xquad-skewed-local").build(many, tmp_path / "local")
+    held = collections.Counter(row["lang"] for row in read_jsonl(built["indexes"]["xquad-skewed-local"]))
+    dominant, pages = held.most_common(1)[0]
+    assert dominant != "en" and pages == 27 and sorted(held.values()) == [3, 3, 3, 27]  # English is a minority
+    asked = load_golden(built["golden"])
+    assert {q.lang for q in asked} == {"en", "de", "zh", "ar"} and {q.tags["layout"] for q in asked} == {"skewed-local"}
+    again = DATASETS.make("xquad-skewed-local").build(many, tmp_path / "again")  # the seed deals it: deterministic
+    assert read_jsonl(again["indexes"]["xquad-skewed-local"]) == read_jsonl(built["indexes"]["xquad-skewed-local"])
+    leaning = set()
+    for seed in range(12):  # whatever the seed, the KB leans on a language other than English
+        many.seed = seed
+        rows = read_jsonl(DATASETS.make("xquad-skewed-local").build(many, tmp_path / f"seed{seed}")["indexes"][
+            "xquad-skewed-local"])
+        leaning.add(collections.Counter(row["lang"] for row in rows).most_common(1)[0][0])
+    assert "en" not in leaning and len(leaning) > 1
+
+
 def test_the_mixed_layout_puts_the_swedish_faq_beside_other_languages(tmp_path: Path) -> None:
     from babelrag.experiments.datasets import Sources
     from babelrag.registry import DATASETS

@@ -181,6 +181,19 @@ def test_a_centroid_is_shrunk_toward_the_kb_mean_and_a_missing_language_is_cente
         assert got[row] == pytest.approx(p @ q / np.linalg.norm(p) / np.linalg.norm(q), rel=1e-5)
 
 
+def test_the_centred_query_takes_its_languages_centroid_out_and_only_where_that_can_reorder() -> None:
+    rng = np.random.default_rng(1)
+    vectors = {lang: rng.normal(size=(n, 8)) for lang, n in (("zh", 9), ("en", 3))}
+    centroids = LanguageCentroids.of(LanguageSums({lang: (len(v), v.sum(axis=0)) for lang, v in vectors.items()}), 8)
+    query = rng.normal(size=8)
+    centred = centroids.centred_query(query, "zh")
+    expected = query - centroids.matrix[centroids.row("zh")]
+    np.testing.assert_allclose(centred, expected / np.linalg.norm(expected), rtol=1e-5)
+    assert centroids.centred_query(query, "th") is None  # no passage in the query's language: nothing to take out
+    alone = LanguageCentroids.of(LanguageSums({"zh": (9, vectors["zh"].sum(axis=0))}), 8)
+    assert alone.centred_query(query, "zh") is None  # one language: every passage shares the offset
+
+
 def test_retrieval_gives_every_candidate_its_centered_cosine(xquad_store: str) -> None:
     """Against the definition, computed here from the stored points: each language's mean vector pulled toward the
     KB's mean by ``SHRINK`` passages, out of the passage and (the question's language's) out of the question."""

@@ -201,9 +201,54 @@ def test_trace_records_every_stage(kb: KnowledgeBase) -> None:
     assert stages == ["detect", "plan", "analyze", "retrieve", "fuse", "rerank", "select"]
     assert result.question.lang == "de"
     retrieve = next(s for s in result.trace.steps if s.stage == "retrieve")
-    assert [arm["scorer"] for arm in retrieve.data["arms"]] == ["cosine", "bm25"]
+    # the third, candidates-only arm: the question with its language's centroid taken out (8 languages here)
+    assert [arm["scorer"] for arm in retrieve.data["arms"]] == ["cosine", "bm25", "dense-centred"]
     assert result.trace.to_dict()["steps"][-1]["data"]["passed"] == result.passed == 10
     json.dumps(result.to_dict(), default=str)
+
+
+def test_the_centred_arm_finds_pages_a_crowd_of_the_questions_language_keeps_out(tmp_path: Path) -> None:
+    """17 Chinese XQuAD paragraphs and 3 in English, Chinese questions about the English ones: the embedder ranks
+    the Chinese crowd first, so with 5 candidates per arm the gold page is in the pool for 1 of 19 questions (measured
+    on this fixture); the centred arm's 5 bring it in for all 19. Without the learned stage (dense-resort) the arm
+    is not asked for, and where the KB has one language it cannot reorder anything, so it is not searched."""
+    from conftest import XQUAD
+
+    def paragraphs(lang: str) -> list[tuple[str, str, list[str]]]:
+        data = json.loads((XQUAD / f"xquad.{lang}.json").read_text(encoding="utf-8"))["data"][:4]
+        return [(f"{a['title']}#{i}", p["context"], [q["question"] for q in p["qas"]])
+                for a in data for i, p in enumerate(a["paragraphs"][:5])]
+
+    zh, english = paragraphs("zh"), {page: text for page, text, _ in paragraphs("en")}
+    held = {zh[k][0] for k in (0, 7, 14)}  # these pages exist in English only
+    rows = [{"id": page, "doc_id": page, "text": english[page] if page in held else text,
+             "lang": "en" if page in held else "zh"} for page, text, _ in zh]
+    source = tmp_path / "kb.jsonl"
+    source.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows), encoding="utf-8")
+    index_sources("crowd", [str(source)], str(tmp_path / "store"))
+    asked = [(question, page) for page, _, questions in zh if page in held for question in questions]
+
+    def pooled(kb: KnowledgeBase, centred: int, centring: bool = True) -> int:
+        config = preset_config("default", {"candidates": 5, "centred_candidates": centred})
+        return sum(any(h.passage.doc_id == page for h in retrieve(
+            kb, SearchRequest(question, "crowd", "zh"), config, Trace(), rescoring=True, centring=centring).hits)
+            for question, page in asked)
+
+    with KnowledgeBase.open("crowd", str(tmp_path / "store")) as kb:
+        assert len(asked) == 19
+        assert pooled(kb, 0) <= 3 and pooled(kb, 5) == 19 and pooled(kb, 5, centring=False) == pooled(kb, 0)
+        trace = Trace()
+        retrieve(kb, SearchRequest(asked[0][0], "crowd", "zh"), preset_config("default"), trace, rescoring=True,
+                 centring=True)
+        assert [arm["scorer"] for arm in trace.steps[1].data["arms"]] == ["cosine", "bm25", "dense-centred"]
+        trace = Trace()  # a language the KB does not hold: no centroid to take out
+        retrieve(kb, SearchRequest(asked[0][0], "crowd", "th"), preset_config("default"), trace, rescoring=True,
+                 centring=True)
+        assert "dense-centred" not in [arm["scorer"] for arm in trace.steps[1].data["arms"]]
+        for preset, scorers in (("default", ["cosine", "bm25", "dense-centred"]), ("dense-resort", ["cosine", "bm25"])):
+            result = Searcher(kb, preset_config(preset)).search(Question(asked[0][0], lang="zh"))
+            retrieved = next(step for step in result.trace.steps if step.stage == "retrieve")
+            assert [arm["scorer"] for arm in retrieved.data["arms"]] == scorers  # asked for by the learned stage only
 
 
 def test_rerank_auto_refuses_a_model_of_this_embedder_with_features_it_does_not_compute(

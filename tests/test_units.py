@@ -190,6 +190,34 @@ def test_a_paths_arms_fuse_as_rankings_do_and_each_candidate_keeps_every_arms_si
     assert (alone.label, alone.scorer, [h.path for h in alone.hits]) == ("q", "cosine", ["q/dense"] * 3)
 
 
+def test_candidates_only_hits_join_after_fusion_with_what_fusion_gives_a_candidate_no_arm_returned() -> None:
+    """The centred arm proposes candidates and scores nothing: every fused candidate keeps its score and signals,
+    the new ones come after them with their re-scoring cosines and each arm's lowest z-score (what z-score fusion
+    gives a candidate that arm did not return), and a candidate both found keeps its fused hit."""
+    from babelrag.retrieve.fusion import Arm, fuse_arms, with_candidates
+    from babelrag.store.schema import Scored
+
+    passages = {pid: Passage(pid, pid, pid, lang) for pid, lang in (("a", "zh"), ("b", "zh"), ("c", "zh"), ("e", "en"))}
+    dense = Arm("q/dense", "dense", [Scored(passages[p], s) for p, s in (("a", 0.9), ("b", 0.8), ("c", 0.7))], [1, 2, 3])
+    keyword = Arm("q/bm25", "bm25", [Scored(passages["b"], 7.0, array("I", [1]))], [1])
+    cosines = {pid: {"cosine": c, "centered": z} for pid, c, z in (("a", 0.9, 0.1), ("b", 0.8, 0.2), ("c", 0.7, 0.0),
+                                                                    ("e", 0.6, 0.5))}
+    fused = fuse_arms([dense, keyword], "zscore", "q", cosines, complete=[False, True])
+    centred = Arm("q/dense-centred", "dense-centred", [Scored(passages[p], s) for p, s in (("e", 0.4), ("a", 0.3))],
+                  [1, 2])
+    joined = with_candidates(fused, centred, cosines)
+    assert joined.hits[:len(fused.hits)] == fused.hits  # nothing fused changes
+    (new,) = joined.hits[len(fused.hits):]  # "a" was already a candidate
+    lowest = {name: min(h.signals[name] for h in fused.hits) for name in ("dense_fusion_z", "bm25_fusion_z")}
+    assert (new.passage.id, new.path, new.score) == ("e", "q/dense-centred", min(h.score for h in fused.hits))
+    assert dict(new.signals) == {"cosine": 0.6, "centered": 0.5, **lowest}
+    assert lowest["bm25_fusion_z"] == fused.hits[-1].signals["bm25_fusion_z"] < 0  # 0 for a complete arm, standardised
+    assert with_candidates(fused, Arm("q/dense-centred", "dense-centred", [], []), cosines) is fused
+    alone = with_candidates(dense.ranking(cosines), centred, cosines)  # one arm, not fused: no arm z-scores to give
+    assert [h.passage.id for h in alone.hits] == ["a", "b", "c", "e"] and set(alone.hits[-1].signals) == {
+        "cosine", "centered"}
+
+
 def test_one_exact_rare_term_hit_now_ranks_first() -> None:
     """Was: a single keyword hit got z = 0 and added nothing; it is the strongest evidence there is."""
     from babelrag.retrieve.fusion import Arm, fuse_arms

@@ -92,8 +92,9 @@ def bench(
     store: StoreOpt = None,
     concurrency: ConcurrencyOpt = None,
     datasets: Annotated[Optional[str], typer.Option(
-        help="Comma-separated datasets or layouts (default all): xquad-cells, swefaq, xquad-unique, xquad-scattered, "
-             "mixed, xquad-skewed; layouts parallel, monolingual, unique-country, scattered, mixed, skewed.")] = None,
+        help="Comma-separated datasets or layouts (default all but the held-out): xquad-cells, swefaq, xquad-unique, "
+             "xquad-scattered, mixed, xquad-skewed; layouts parallel, monolingual, unique-country, scattered, mixed, "
+             "skewed; held out, only when named: xquad-skewed-local (skewed-local).")] = None,
     split_by: Annotated[str, typer.Option(help="dev/test by article (test pages are new pages) or by question "
                                                "(new questions on seen pages).")] = "article",
     report_split: Annotated[str, typer.Option(help="The headline split: test (default); dev only to make a design "

@@ -29,11 +29,12 @@ class RetrievalCache:
         self.hits = self.misses = 0
 
     @staticmethod
-    def key(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig) -> str:
+    def key(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, centred: int = 0) -> str:
+        """``centred``: the centred arm's limit, when the search adds one (``search.retrieve``)."""
         return digest({"version": KEY_VERSION, **kb.identity(), "text": request.text, "lang": request.lang,
                        "segments": request.segments,
                        "filter": repr(request.filter), "mode": config.mode, "candidates": config.candidates,
-                       **_copies_identity(kb, request)})
+                       **({"centred": centred} if centred else {}), **_copies_identity(kb, request)})
 
     def get(self, key: str) -> list[CachedArm] | None:
         stored = self._store.get(key)

@@ -21,8 +21,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from babelrag.store.schema import DENSE, Scored
+from babelrag.store.schema import DENSE, SPARSE, Scored
 from babelrag.types import Hit, Ranking, fusion_z_signal
+
+FUSION_Z_SIGNALS = (fusion_z_signal(DENSE), fusion_z_signal(SPARSE))  # the arm z-scores ``fuse_arms`` leaves
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +40,7 @@ class Arm:
 
     @property
     def scorer(self) -> str:
-        return "cosine" if self.signal == DENSE else "bm25"
+        return {DENSE: "cosine", SPARSE: "bm25"}.get(self.signal, self.signal)
 
     def add_signals(self, signals: list[dict[str, float]], candidates: list[int],
                     rescored: Mapping[str, Mapping[str, float]] | None) -> None:
@@ -184,6 +186,25 @@ def fuse_arms(arms: Sequence[Arm], method: str, label: str, rescored: Mapping[st
         hit = arms[arm].hits[index]
         hits.append(Hit(hit.passage, values[i], arms[arm].label, hit.terms, signals[i]))
     return Ranking(label, _scorer(method, scorers), tuple(hits))
+
+
+def with_candidates(ranking: Ranking, arm: Arm, rescored: Mapping[str, Mapping[str, float]]) -> Ranking:
+    """``ranking`` with the hits of a candidates-only ``arm`` it lacks appended, in the arm's order: each carries
+    what re-scoring reads of it (``rescored``) and, for every arm z-score the ranking's candidates carry, the value
+    fusion gives a candidate that arm did not return (its lowest: the arm's worst score, or 0 when complete), and
+    the ranking's lowest score. Nothing already in the ranking changes; the learned stage re-scores them all."""
+    have = {hit.passage.id for hit in ranking.hits}
+    new = [s for s in arm.hits if s.passage.id not in have]
+    if not new:
+        return ranking
+    floor: dict[str, float] = {}
+    for hit in ranking.hits:
+        for name in FUSION_Z_SIGNALS:
+            if name in hit.signals:
+                floor[name] = min(floor.get(name, np.inf), hit.signals[name])
+    lowest = min((hit.score for hit in ranking.hits), default=0.0)
+    added = tuple(Hit(s.passage, lowest, arm.label, s.terms, {**rescored[s.passage.id], **floor}) for s in new)
+    return Ranking(ranking.label, ranking.scorer, ranking.hits + added)
 
 
 def fuse(rankings: Sequence[Ranking], method: str, label: str, rrf_k: int = 60,

@@ -83,7 +83,8 @@ class Searcher:
 
     def _path(self, request: SearchRequest, trace: Trace) -> Ranking:
         rescoring = bool(self.reranker and self.reranker.needs_cosines)
-        ranking = retrieve(self.kb, request, self.config, trace, rescoring=rescoring, cache=self.cache)
+        ranking = retrieve(self.kb, request, self.config, trace, rescoring=rescoring, cache=self.cache,
+                           centring=self.rerank.startswith("learned"))
         if self.reranker is not None:
             ranking = rerank(request, ranking, self.reranker, trace)
         return as_originals(self.kb, request, ranking, trace)

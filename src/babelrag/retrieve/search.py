@@ -1,5 +1,9 @@
 """One path: run its arms (dense, BM25) in one engine call, fuse, then rerank against its own text.
 
+Before the learned stage, a third dense query adds candidates only (``CENTRED``): the question with its language's
+centroid taken out. It scores nothing and fuses with nothing; its candidates join the path after fusion, so the
+arms' scores and the hybrid order of every other candidate are what they were.
+
 A path searches the KB's passages or their pivot-language copies (``request.index``, ingest/pivot_copies.py);
 a copy is re-scored as what it is (a passage in the pivot language), then stands for its original.
 """
@@ -17,13 +21,15 @@ from babelrag.lang import analyzers
 from babelrag.models.rerank import Reranker
 from babelrag.retrieve import bm25
 from babelrag.retrieve.cache import CachedArm, RetrievalCache
-from babelrag.retrieve.fusion import Arm, fuse_arms
+from babelrag.retrieve.fusion import Arm, fuse_arms, with_candidates
 from babelrag.store.base import Collection
 from babelrag.store.copies import copies_where, is_current
 from babelrag.store.schema import DENSE, SPARSE, ArmQuery, Scored, where_for
 from babelrag.types import Hit, Ranking, SearchRequest, Trace
 
 TRACE_HITS = 20  # per ranking in the trace; ≥ k, so evidence can be re-cut at any threshold
+CENTRED = "dense-centred"  # the candidates-only arm (its engine query is a dense one)
+SCORERS = {DENSE: "cosine", SPARSE: "bm25", CENTRED: "centred"}  # each arm's scorer, as the retrieval cache names it
 
 
 def _arm(label: str, kind: str, scored: Sequence[Scored], lacking: AbstractSet[str]) -> Arm:
@@ -76,63 +82,84 @@ def searched(kb: KnowledgeBase, request: SearchRequest) -> Collection:
     return copies
 
 
+def centred_limit(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, centring: bool) -> int:
+    """How many candidates the centred arm adds to this path: none unless the search asks for it (``centring``:
+    the learned stage reranks), the path searches the KB's passages (pivot copies are in one language) and the
+    KB holds passages in the path's language and in another (``LanguageCentroids.centred_query``)."""
+    if not centring or not config.centred_candidates or request.index != "passages" or config.mode == "keyword":
+        return 0
+    rows = kb.language_centroids().rows
+    return config.centred_candidates if request.lang in rows and len(rows) > 1 else 0
+
+
 def _arm_queries(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, trace: Trace,
-                 rescoring: bool) -> list[ArmQuery]:
-    """For re-scoring, the keyword arm's hits carry their keyword terms (query-term coverage)."""
-    arms: list[ArmQuery] = []
+                 rescoring: bool, centred: int) -> list[tuple[str, ArmQuery]]:
+    """Each arm with its kind. For re-scoring, the keyword arm's hits carry their keyword terms (query-term
+    coverage); ``centred``: the centred arm's limit (0: none)."""
+    arms: list[tuple[str, ArmQuery]] = []
     with trace.step("analyze", request.label, mode=config.mode) as record:
         if config.mode in ("vector", "hybrid"):
-            arms.append(ArmQuery(DENSE, dense=kb.query_vector(request.text)))
+            arms.append((DENSE, ArmQuery(DENSE, dense=kb.query_vector(request.text))))
         if config.mode in ("keyword", "hybrid"):
             pieces = request.segments or ((request.text, request.lang),)
             terms = list(analyzers.query_terms(pieces))
             record["terms"] = terms
             if terms:
-                arms.append(ArmQuery(SPARSE, sparse=bm25.query_vector(terms), with_terms=rescoring))
+                arms.append((SPARSE, ArmQuery(SPARSE, sparse=bm25.query_vector(terms), with_terms=rescoring)))
+        vector = (kb.language_centroids().centred_query(kb.query_vector(request.text), request.lang)
+                  if centred else None)
+        if vector is not None:
+            arms.append((CENTRED, ArmQuery(DENSE, dense=vector, limit=centred)))
     return arms
 
 
 def retrieve(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, trace: Trace,
-             rescoring: bool = False, cache: RetrievalCache | None = None) -> Ranking:
+             rescoring: bool = False, cache: RetrievalCache | None = None, centring: bool = False) -> Ranking:
     """Candidates for one request: each arm's top ``candidates``, fused when hybrid. ``rescoring``: each
-    carries what a re-scorer reads (its cosines to the re-scoring text, ``_rescored``; keyword terms)."""
+    carries what a re-scorer reads (its cosines to the re-scoring text, ``_rescored``; keyword terms).
+    ``centring`` (with ``rescoring``): the centred arm's candidates join after fusion (``centred_limit``)."""
     collection = searched(kb, request)
     where = copies_where(request.filter) if request.index == "pivot_copies" else where_for(request.filter)
-    key = cache.key(kb, request, config) if cache else None
+    centred = centred_limit(kb, request, config, centring and rescoring)
+    key = cache.key(kb, request, config, centred) if cache else None
     cached = cache.get(key) if cache else None
-    arms = _arm_queries(kb, request, config, trace, rescoring) if cached is None else []
+    arms = _arm_queries(kb, request, config, trace, rescoring, centred) if cached is None else []
     place = {"cached": True} if cached is not None else {"filter": repr(request.filter), "index": request.index}
     with trace.step("retrieve", request.label, **place) as record:
         if cached is not None:
             labels = [label for label, _, _, _ in cached]
-            kinds = [DENSE if scorer == "cosine" else SPARSE for _, scorer, _, _ in cached]
+            kinds = [next(kind for kind, scorer in SCORERS.items() if scorer == name) for _, name, _, _ in cached]
             scored = _from_cache(collection, cached, rescoring)
             complete = [done for _, _, _, done in cached]
             vanished = sum(len(hits) for _, _, hits, _ in cached) - sum(len(hits) for hits in scored)
         else:
-            results = collection.query(arms, where, config.candidates) if arms else []
-            labels, kinds = [f"{request.label}/{arm.arm}" for arm in arms], [arm.arm for arm in arms]
+            results = collection.query([query for _, query in arms], where, config.candidates) if arms else []
+            labels, kinds = [f"{request.label}/{kind}" for kind, _ in arms], [kind for kind, _ in arms]
             scored = [result.hits for result in results]
-            complete = [result.complete(config.candidates) for result in results]
+            complete = [result.complete(query.limit or config.candidates) for (_, query), result in zip(arms, results)]
             vanished = sum(result.returned - len(result) for result in results)
             if cache:
-                cache.put(key, [(label, "cosine" if kind == DENSE else "bm25", [(s.passage.id, s.score) for s in hits],
-                                 done) for label, kind, hits, done in zip(labels, kinds, scored, complete)])
+                cache.put(key, [(label, SCORERS[kind], [(s.passage.id, s.score) for s in hits], done)
+                                for label, kind, hits, done in zip(labels, kinds, scored, complete)])
         rescored, lacking = _rescored(kb, collection, request, kinds, scored) if rescoring else (None, set())
-        found = [_arm(label, kind, hits, lacking) for label, kind, hits in zip(labels, kinds, scored, strict=True)]
+        every = [_arm(label, kind, hits, lacking) for label, kind, hits in zip(labels, kinds, scored, strict=True)]
         if rescoring:  # candidates deleted before their cosine was read drop out too
-            vanished += sum(len(hits) for hits in scored) - sum(len(arm.hits) for arm in found)
-        record["arms"] = [arm.to_trace(TRACE_HITS) for arm in found]
+            vanished += sum(len(hits) for hits in scored) - sum(len(arm.hits) for arm in every)
+        record["arms"] = [arm.to_trace(TRACE_HITS) for arm in every]
         if vanished:  # hits of passages deleted while this search ran: left out, counted per arm
             record["vanished"] = vanished
+    found = [arm for arm in every if arm.signal != CENTRED]
+    complete = [done for arm, done in zip(every, complete) if arm.signal != CENTRED]
+    proposed = [arm for arm in every if arm.signal == CENTRED]
     if len(found) < 2:
-        return found[0].ranking(rescored, request.label) if found else Ranking(request.label, "none")
-    with trace.step("fuse", request.label, method=config.fusion) as record:
-        fused = fuse_arms(found, config.fusion, request.label, rescored, config.rrf_k,
-                          weights=[1.0 if arm.signal == DENSE else config.keyword_weight for arm in found],
-                          complete=complete)
-        record["ranking"] = fused.to_trace(TRACE_HITS)
-    return fused
+        ranking = found[0].ranking(rescored, request.label) if found else Ranking(request.label, "none")
+    else:
+        with trace.step("fuse", request.label, method=config.fusion) as record:
+            ranking = fuse_arms(found, config.fusion, request.label, rescored, config.rrf_k,
+                                weights=[1.0 if arm.signal == DENSE else config.keyword_weight for arm in found],
+                                complete=complete)
+            record["ranking"] = ranking.to_trace(TRACE_HITS)
+    return with_candidates(ranking, proposed[0], rescored) if proposed and rescored is not None else ranking
 
 
 def rerank(request: SearchRequest, ranking: Ranking, reranker: Reranker, trace: Trace) -> Ranking:

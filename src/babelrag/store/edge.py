@@ -172,7 +172,7 @@ class EdgeCollection:
         ``benchmarks/latency.py``'s pooled index), and the same passages come back search after search."""
         deadline.check("searching the index")
         flt = _filter(where)
-        requests = [qe.QueryRequest(limit=limit, query=_query(arm), filter=flt, with_payload=False, with_vector=False,
+        requests = [qe.QueryRequest(limit=arm.limit or limit, query=_query(arm), filter=flt, with_payload=False, with_vector=False,
                                     params=qe.SearchParams(hnsw_ef=self._hnsw_ef) if arm.arm == DENSE else None)
                     for arm in arms]
         answers = self._shard.query_batch(qe.QueryBatchRequest(requests))

@@ -120,6 +120,16 @@ class LanguageCentroids:
     def row(self, lang: str) -> int:
         return self.rows.get(lang, len(self.matrix) - 1)
 
+    def centred_query(self, query: np.ndarray, query_lang: str) -> np.ndarray | None:
+        """The query with its language's centroid taken out, normalised: searched as it is, it ranks each passage
+        by ``(q - c_Lq) · p``, which no longer favours passages for sharing the query's language. None when that
+        cannot differ from the query's own ranking by language: the KB holds no passage in the query's language, or
+        nothing else."""
+        if query_lang not in self.rows or len(self.rows) < 2:
+            return None
+        centred = np.asarray(query, dtype=np.float32) - self.matrix[self.rows[query_lang]]
+        return centred / max(float(np.linalg.norm(centred)), 1e-12)
+
     def cosines(self, query: np.ndarray, query_lang: str, vectors: np.ndarray, langs: Sequence[str]) -> np.ndarray:
         """Each passage's centered cosine to the query (``vectors``: the passages' stored vectors, one row each,
         ``langs`` their languages)."""

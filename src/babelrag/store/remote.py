@@ -113,7 +113,7 @@ class RemoteCollection:
         """One round trip, payloads included (a server's payload reads cost less than a second trip)."""
         deadline.check("searching the index")
         flt = _filter(where)
-        requests = [qm.QueryRequest(query=_query(arm), using=arm.arm, limit=limit, filter=flt, with_payload=True,
+        requests = [qm.QueryRequest(query=_query(arm), using=arm.arm, limit=arm.limit or limit, filter=flt, with_payload=True,
                                     with_vector=TERMS if arm.with_terms else False,
                                     params=qm.SearchParams(hnsw_ef=self._hnsw_ef) if arm.arm == DENSE else None)
                     for arm in arms]

@@ -116,6 +116,7 @@ class ArmQuery:
     dense: np.ndarray | None = None
     sparse: SparseTerms | None = None
     with_terms: bool = False  # return each hit's keyword term ids (the indices of its stored keyword vector)
+    limit: int | None = None  # this arm's own limit (default: the query's)
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,13 +39,13 @@ SIMPLEST_FIRST = ("shipped", "hybrid", "full")
 # and lost 18 (−0.002 and −0.003 MRR overall); on two full-size deals (7–8 dev articles, 169–194 dev questions) its
 # XQuAD refits won 4 of 5 in one and 3 of 5 in the other, which lost two, one by 0.091 (+0.004 and −0.005 overall).
 # No XQuAD KB has 30 articles in dev; on two more sets of deals, chosen after this line, it kept the shipped model
-# there and lost nothing (README).
+# there and lost nothing (docs/results/relevance.md).
 MIN_REFIT_ARTICLES = 30
 # the hybrid refit (one weight: the hybrid preset's own order, calibrated) competes at any size. On the full-size
 # pooled KB (8 dev articles) the rule took it on four full deals and it won every time (+0.008; on the fourth, 204,
 # with predictions written first, alone against the shipped model below this line); on fifty quick deals it was
 # chosen six times, all on the pooled KB (four won, one tied, one lost 0.003: ±0.000 overall); the
-# one-standard-error rule does not take it where the hybrid order is poor (always taken there: −0.160) (README)
+# one-standard-error rule does not take it where the hybrid order is poor (always taken there: −0.160) (docs/results/relevance.md)
 MIN_HYBRID_REFIT_ARTICLES = 0
 
 

@@ -165,7 +165,7 @@ def collect(kb: KnowledgeBase, questions: Sequence[GoldenQuestion], config: Sear
             gold = set(question.gold_pages)
             versions = twins.get((question.kb, question.tags.get("qid", "")), [])
             for number, request in enumerate(requests_for(question, kb, config, versions, generated, copies)):
-                ranking = retrieve(kb, request, config, Trace(), rescoring=True)
+                ranking = retrieve(kb, request, config, Trace(), rescoring=True, centring=True)  # as searched
                 if not ranking.hits:
                     continue
                 matrix = feature_matrix(ranking.hits, request, query_terms(request.text, request))
