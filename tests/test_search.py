@@ -245,6 +245,22 @@ def test_the_centred_arm_finds_pages_a_crowd_of_the_questions_language_keeps_out
         retrieve(kb, SearchRequest(asked[0][0], "crowd", "th"), preset_config("default"), trace, rescoring=True,
                  centring=True)
         assert "dense-centred" not in [arm["scorer"] for arm in trace.steps[1].data["arms"]]
+        config = preset_config("default", {"candidates": 5})
+        request = SearchRequest(asked[0][0], "crowd", "zh")
+        cache = RetrievalCache(tmp_path / "cache")
+        cold, warm = (retrieve(kb, request, config, Trace(), rescoring=True, cache=cache, centring=True)
+                      for _ in range(2))
+        assert cache.hits == 1 and [(h.passage.id, h.score, h.path, h.signals) for h in warm.hits] == [
+            (h.passage.id, h.score, h.path, h.signals) for h in cold.hits]  # the arm kept apart through the cache
+        query = kb.query_vector(request.text)
+        stored = {point.passage.id: point.dense for point in kb.collection.points()}
+        proposed = [h for h in cold.hits if h.path.endswith("/dense-centred")]
+        assert proposed and all(h.signals["cosine"] == pytest.approx(float(stored[h.passage.id] @ query), abs=1e-5)
+                                for h in proposed)  # re-scored by the question's own cosine, not the centred one
+        one_language = replace(request, filter=replace(request.filter, langs=("zh",)))
+        trace = Trace()  # a path confined to one language: the centroid moves every passage alike
+        retrieve(kb, one_language, config, trace, rescoring=True, centring=True)
+        assert [arm["scorer"] for arm in trace.steps[1].data["arms"]] == ["cosine", "bm25"]
         for preset, scorers in (("default", ["cosine", "bm25", "dense-centred"]), ("dense-resort", ["cosine", "bm25"])):
             result = Searcher(kb, preset_config(preset)).search(Question(asked[0][0], lang="zh"))
             retrieved = next(step for step in result.trace.steps if step.stage == "retrieve")

@@ -79,7 +79,7 @@ class SearchConfig(BaseModel):
     # language's centroid taken out (store/language_vectors.py). On a KB crowded by the question's own language the
     # dense arm's top ``candidates`` can hold no page in any other language; this one does (held-out skewed-local,
     # three in four pages Chinese: Chinese questions whose page is in another language 0.238 → 0.919 MRR@10, those
-    # whose page is Chinese 0.956 → 0.904; docs/results/relevance.md). 0: off. Only where the learned stage
+    # whose page is Chinese 0.956 → 0.904; the README's learned-relevance section). 0: off. Only where the learned stage
     # reranks (it reads the centred cosine); the arms' fusion and scores are untouched.
     centred_candidates: int = Field(5, ge=0, le=1000)
     # auto | none | learned (P(relevant) from both arms' signals: one calibrated scale for thresholds and

@@ -24,6 +24,7 @@ from babelrag.retrieve.cache import CachedArm, RetrievalCache
 from babelrag.retrieve.fusion import Arm, fuse_arms, with_candidates
 from babelrag.store.base import Collection
 from babelrag.store.copies import copies_where, is_current
+from babelrag.store.language_vectors import LanguageCentroids
 from babelrag.store.schema import DENSE, SPARSE, ArmQuery, Scored, where_for
 from babelrag.types import Hit, Ranking, SearchRequest, Trace
 
@@ -50,7 +51,8 @@ def _from_cache(collection: Collection, cached: list[CachedArm], with_terms: boo
 
 
 def _rescored(kb: KnowledgeBase, collection: Collection, request: SearchRequest, arms: Sequence[str],
-             scored: Sequence[Sequence[Scored]]) -> tuple[dict[str, dict[str, float]], set[str]]:
+             scored: Sequence[Sequence[Scored]], centroids: LanguageCentroids) -> tuple[dict[str, dict[str, float]],
+                                                                                   set[str]]:
     """What re-scoring reads of every candidate: its cosine to the text the path is re-scored against (signal
     ``cosine``: the dense arm's own score when that text is the path's own, else the stored vector's product with
     it) and the same cosine with the language centroids taken out (``centered``, store/language_vectors.py);
@@ -65,7 +67,7 @@ def _rescored(kb: KnowledgeBase, collection: Collection, request: SearchRequest,
     ids = list(stored)
     vectors = np.stack([stored[pid] for pid in ids])
     products = (vectors @ np.asarray(query, dtype=np.float32)).tolist()
-    centered = kb.language_centroids().cosines(query, request.lang, vectors, [candidates[pid] for pid in ids])
+    centered = centroids.cosines(query, request.lang, vectors, [candidates[pid] for pid in ids])
     rescored = {pid: {"cosine": known.get(pid, product), "centered": value}
                 for pid, product, value in zip(ids, products, centered.tolist())}
     return rescored, set(candidates) - stored.keys()
@@ -82,18 +84,19 @@ def searched(kb: KnowledgeBase, request: SearchRequest) -> Collection:
     return copies
 
 
-def centred_limit(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, centring: bool) -> int:
-    """How many candidates the centred arm adds to this path: none unless the search asks for it (``centring``:
+def centred_limit(request: SearchRequest, config: SearchConfig, centroids: LanguageCentroids | None) -> int:
+    """How many candidates the centred arm adds to this path: none unless the search asks for it (``centroids``:
     the learned stage reranks), the path searches the KB's passages (pivot copies are in one language) and the
-    KB holds passages in the path's language and in another (``LanguageCentroids.centred_query``)."""
-    if not centring or not config.centred_candidates or request.index != "passages" or config.mode == "keyword":
+    languages it may search (the KB's, within the path's language filter) hold the path's and another: on a path
+    confined to one language the centroid moves every passage alike (``LanguageCentroids.centred_query``)."""
+    if centroids is None or not config.centred_candidates or request.index != "passages" or config.mode == "keyword":
         return 0
-    rows = kb.language_centroids().rows
-    return config.centred_candidates if request.lang in rows and len(rows) > 1 else 0
+    searchable = set(centroids.rows) & set(request.filter.langs) if request.filter.langs else set(centroids.rows)
+    return config.centred_candidates if request.lang in searchable and len(searchable) > 1 else 0
 
 
 def _arm_queries(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, trace: Trace,
-                 rescoring: bool, centred: int) -> list[tuple[str, ArmQuery]]:
+                 rescoring: bool, centred: int, centroids: LanguageCentroids | None) -> list[tuple[str, ArmQuery]]:
     """Each arm with its kind. For re-scoring, the keyword arm's hits carry their keyword terms (query-term
     coverage); ``centred``: the centred arm's limit (0: none)."""
     arms: list[tuple[str, ArmQuery]] = []
@@ -106,8 +109,8 @@ def _arm_queries(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig
             record["terms"] = terms
             if terms:
                 arms.append((SPARSE, ArmQuery(SPARSE, sparse=bm25.query_vector(terms), with_terms=rescoring)))
-        vector = (kb.language_centroids().centred_query(kb.query_vector(request.text), request.lang)
-                  if centred else None)
+        vector = (centroids.centred_query(kb.query_vector(request.text), request.lang)
+                  if centred and centroids is not None else None)
         if vector is not None:
             arms.append((CENTRED, ArmQuery(DENSE, dense=vector, limit=centred)))
     return arms
@@ -120,10 +123,11 @@ def retrieve(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, tr
     ``centring`` (with ``rescoring``): the centred arm's candidates join after fusion (``centred_limit``)."""
     collection = searched(kb, request)
     where = copies_where(request.filter) if request.index == "pivot_copies" else where_for(request.filter)
-    centred = centred_limit(kb, request, config, centring and rescoring)
+    centroids = kb.language_centroids() if rescoring else None  # read once: a server's is a request
+    centred = centred_limit(request, config, centroids if centring else None)
     key = cache.key(kb, request, config, centred) if cache else None
     cached = cache.get(key) if cache else None
-    arms = _arm_queries(kb, request, config, trace, rescoring, centred) if cached is None else []
+    arms = _arm_queries(kb, request, config, trace, rescoring, centred, centroids) if cached is None else []
     place = {"cached": True} if cached is not None else {"filter": repr(request.filter), "index": request.index}
     with trace.step("retrieve", request.label, **place) as record:
         if cached is not None:
@@ -141,7 +145,8 @@ def retrieve(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, tr
             if cache:
                 cache.put(key, [(label, SCORERS[kind], [(s.passage.id, s.score) for s in hits], done)
                                 for label, kind, hits, done in zip(labels, kinds, scored, complete)])
-        rescored, lacking = _rescored(kb, collection, request, kinds, scored) if rescoring else (None, set())
+        rescored, lacking = (_rescored(kb, collection, request, kinds, scored, centroids) if centroids is not None
+                             else (None, set()))
         every = [_arm(label, kind, hits, lacking) for label, kind, hits in zip(labels, kinds, scored, strict=True)]
         if rescoring:  # candidates deleted before their cosine was read drop out too
             vanished += sum(len(hits) for hits in scored) - sum(len(arm.hits) for arm in every)
