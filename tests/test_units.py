@@ -91,7 +91,7 @@ def test_rerank_puts_the_best_first_and_keeps_retrieval_order_among_ties() -> No
     from babelrag.types import SearchRequest, Trace
 
     class Halves:  # scores by position: every other candidate 0.9, the rest 0.5
-        name, needs_cosines = "halves", False
+        name, needs_cosines, wants_centred_candidates = "halves", False, False
 
         def score(self, query: str, hits: tuple[Hit, ...], request: SearchRequest) -> list[float]:
             return [0.9 if i % 2 else 0.5 for i in range(len(hits))]

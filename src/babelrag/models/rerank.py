@@ -29,6 +29,9 @@ QueryVector = Callable[[str], np.ndarray]
 class Reranker(Protocol):
     name: str
     needs_cosines: bool  # candidates must carry their cosine to the re-scoring text (signal ``cosine``) and terms
+    # it weighs candidates across languages, so the centred arm's candidates are worth retrieving for it
+    # (``retrieve/search.py: centred_limit``)
+    wants_centred_candidates: bool
 
     def score(self, query: str, hits: Sequence[Hit], request: SearchRequest) -> list[float]:
         """One score per hit against ``query`` (the path's text, or what it is re-scored against);
@@ -42,6 +45,7 @@ class DenseReranker:
 
     name = "dense-resort"
     needs_cosines = True
+    wants_centred_candidates = False  # a cosine re-sort keeps the dense arm's order: nothing for them to change
 
     def __init__(self, embedder: Embedder, query_vector: Callable[[str], np.ndarray] | None = None):
         self.embedder = embedder
@@ -67,6 +71,7 @@ class CrossEncoderReranker:
     sentence-transformers/transformers weights. Scores are probabilities in [0, 1]."""
 
     needs_cosines = False
+    wants_centred_candidates = False
 
     def __init__(self, path: str, max_length: int = 512, batch_size: int = 16):
         self.path = Path(path).expanduser()

@@ -27,6 +27,7 @@ def query_terms(query: str, request: SearchRequest) -> frozenset[int]:
 
 class LearnedReranker:
     needs_cosines = True
+    wants_centred_candidates = True  # it reads the centred cosine, and ranks a page against its language's peers
 
     def __init__(self, model: RelevanceModel):
         self.model = model

@@ -83,8 +83,9 @@ class Searcher:
 
     def _path(self, request: SearchRequest, trace: Trace) -> Ranking:
         rescoring = bool(self.reranker and self.reranker.needs_cosines)
+        centring = bool(self.reranker and self.reranker.wants_centred_candidates)
         ranking = retrieve(self.kb, request, self.config, trace, rescoring=rescoring, cache=self.cache,
-                           centring=self.rerank.startswith("learned"))
+                           centring=centring)
         if self.reranker is not None:
             ranking = rerank(request, ranking, self.reranker, trace)
         return as_originals(self.kb, request, ranking, trace)

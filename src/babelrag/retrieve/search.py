@@ -31,6 +31,7 @@ from babelrag.types import Hit, Ranking, SearchRequest, Trace
 TRACE_HITS = 20  # per ranking in the trace; ≥ k, so evidence can be re-cut at any threshold
 CENTRED = "dense-centred"  # the candidates-only arm (its engine query is a dense one)
 SCORERS = {DENSE: "cosine", SPARSE: "bm25", CENTRED: "centred"}  # each arm's scorer, as the retrieval cache names it
+KINDS = {scorer: kind for kind, scorer in SCORERS.items()}
 
 
 def _arm(label: str, kind: str, scored: Sequence[Scored], lacking: AbstractSet[str]) -> Arm:
@@ -132,7 +133,7 @@ def retrieve(kb: KnowledgeBase, request: SearchRequest, config: SearchConfig, tr
     with trace.step("retrieve", request.label, **place) as record:
         if cached is not None:
             labels = [label for label, _, _, _ in cached]
-            kinds = [next(kind for kind, scorer in SCORERS.items() if scorer == name) for _, name, _, _ in cached]
+            kinds = [KINDS[scorer] for _, scorer, _, _ in cached]
             scored = _from_cache(collection, cached, rescoring)
             complete = [done for _, _, _, done in cached]
             vanished = sum(len(hits) for _, _, hits, _ in cached) - sum(len(hits) for hits in scored)
